@@ -1,0 +1,314 @@
+// Command crosscheck is the multi-model verification service. `crosscheck
+// serve` runs the API, the workers and the projectors in one process over an
+// embedded nats-server with JetStream, or over CROSSCHECK_NATS_URL.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/crosscheck/crosscheck/internal/accounts"
+	"github.com/crosscheck/crosscheck/internal/catalog"
+	"github.com/crosscheck/crosscheck/internal/config"
+	"github.com/crosscheck/crosscheck/internal/embedded"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/handlers"
+	"github.com/crosscheck/crosscheck/internal/modes"
+	"github.com/crosscheck/crosscheck/internal/projections"
+	"github.com/crosscheck/crosscheck/internal/providers"
+	"github.com/crosscheck/crosscheck/internal/providers/simulated"
+	"github.com/crosscheck/crosscheck/internal/queries"
+	"github.com/crosscheck/crosscheck/internal/worker"
+)
+
+const usage = `crosscheck — multi-model verification service
+
+Usage:
+  crosscheck serve     run the API, workers and projectors in one process
+                       (embedded NATS JetStream unless CROSSCHECK_NATS_URL is set)
+  crosscheck version   print the version
+
+Settings are CROSSCHECK_* environment variables; see README.md.
+`
+
+// Version is set at build time.
+var Version = "dev"
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "serve":
+		if err := serve(); err != nil {
+			fmt.Fprintln(os.Stderr, "crosscheck:", err)
+			os.Exit(1)
+		}
+	case "version":
+		fmt.Println(Version)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "crosscheck: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+}
+
+func serve() error {
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return err
+	}
+	level, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return fmt.Errorf("CROSSCHECK_LOG_LEVEL: %w", err)
+	}
+	m := &Main{Config: cfg, Log: zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger(), Out: os.Stdout}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := m.Open(ctx); err != nil {
+		m.Close()
+		return err
+	}
+	if err := m.Bootstrap(ctx); err != nil {
+		m.Close()
+		return err
+	}
+	<-ctx.Done()
+	m.Log.Info().Msg("shutting down")
+	return m.Close()
+}
+
+// Main owns the wiring of one process. End-to-end tests use it as serve does.
+type Main struct {
+	Config config.Config
+	Log    zerolog.Logger
+	// Out receives the start-up banner; nil discards it.
+	Out io.Writer
+	// Providers overrides the backends; nil runs every provider simulated.
+	Providers providers.Set
+	// Now overrides the clock.
+	Now func() time.Time
+
+	Store    *eventstore.Store
+	Accounts *accounts.Service
+	Queries  *queries.Service
+	Catalog  *catalog.Catalog
+
+	nats       *embedded.Server
+	nc         *nats.Conn
+	public     *http.Server
+	admin      *http.Server
+	publicLn   net.Listener
+	adminLn    net.Listener
+	cancel     context.CancelFunc
+	stopWorker context.CancelFunc
+	workerDone chan struct{}
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+}
+
+// Open starts everything and returns once the APIs listen.
+func (m *Main) Open(ctx context.Context) error {
+	if m.Now == nil {
+		m.Now = time.Now
+	}
+	if m.Out == nil {
+		m.Out = io.Discard
+	}
+	cfg := m.Config
+	var err error
+	if cfg.NATSURL == "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+		if m.nats, err = embedded.Start(embedded.Options{DataDir: cfg.DataDir, SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval}); err != nil {
+			return err
+		}
+		if m.nc, err = m.nats.Connect("crosscheck"); err != nil {
+			return err
+		}
+	} else if m.nc, err = nats.Connect(cfg.NATSURL, nats.Name("crosscheck"), nats.MaxReconnects(-1)); err != nil {
+		return fmt.Errorf("connect to %s: %w", cfg.NATSURL, err)
+	}
+	if m.Store, err = eventstore.Open(ctx, m.nc, cfg.Replicas); err != nil {
+		return err
+	}
+	if err := m.loadAdminToken(); err != nil {
+		return err
+	}
+	m.Catalog = catalog.Simulated()
+	if m.Providers == nil {
+		m.Providers = providers.Set{}
+		for _, p := range m.Catalog.Providers {
+			m.Providers[p.Key] = simulated.New(p.Key, cfg.SimLatency)
+		}
+	}
+	m.Accounts = &accounts.Service{Store: m.Store, Now: m.Now}
+	m.Queries = &queries.Service{Store: m.Store, Catalog: m.Catalog, Modes: map[string]bool{queries.ModeUnify: true}, Now: m.Now}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.cancel = cancel
+	m.runProjections(runCtx)
+	workerCtx, stopWorker := context.WithCancel(runCtx)
+	m.stopWorker = stopWorker
+	m.workerDone = make(chan struct{})
+	w := &worker.Worker{
+		Store: m.Store, Log: m.Log, Now: m.Now,
+		AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, Grace: cfg.ShutdownGrace,
+		Modes: map[string]worker.Mode{queries.ModeUnify: &modes.Unify{Providers: m.Providers, CallTimeout: cfg.ModelTimeout}},
+	}
+	go func() {
+		defer close(m.workerDone)
+		if err := w.Run(workerCtx); err != nil {
+			m.Log.Error().Err(err).Msg("worker stopped")
+		}
+	}()
+	return m.listen(runCtx)
+}
+
+func (m *Main) runProjections(ctx context.Context) {
+	status := &projections.QueryStatus{KV: func() jetstreamKV { return m.Store.QueryStatus }}
+	runners := []*projections.Runner{
+		{Name: projections.ConsumerQueryStatus, Stream: m.Store.Queries, Filters: []string{"ev.query.>"}, Handle: status.Handle},
+		{Name: projections.ConsumerKeys, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"}, Handle: (&projections.Keys{KV: m.Store.Keys}).Handle},
+		{Name: queries.ConsumerInflightRelease, Stream: m.Store.Queries, Filters: queries.TerminalFilters(), Handle: m.Queries.ReleaseOnTerminal},
+	}
+	for _, r := range runners {
+		r.Log = m.Log
+		m.wg.Go(func() {
+			if err := r.Run(ctx); err != nil {
+				m.Log.Error().Err(err).Str("consumer", r.Name).Msg("projection stopped")
+			}
+		})
+	}
+}
+
+func (m *Main) listen(ctx context.Context) error {
+	var err error
+	if m.publicLn, err = net.Listen("tcp", m.Config.HTTPAddr); err != nil {
+		return fmt.Errorf("public API on %s: %w", m.Config.HTTPAddr, err)
+	}
+	if m.adminLn, err = net.Listen("tcp", m.Config.AdminAddr); err != nil {
+		return fmt.Errorf("admin API on %s: %w", m.Config.AdminAddr, err)
+	}
+	docs := m.Config.DocsURL
+	if docs == "" {
+		docs = m.URL() + "/docs"
+	}
+	api := &handlers.Server{
+		Auth: m.Accounts, Queries: m.Queries, Events: m.Store, Catalog: m.Catalog,
+		Log: m.Log, DocsURL: docs, Ready: m.ready,
+	}
+	adm := &handlers.Admin{Accounts: m.Accounts, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
+	base := func(net.Listener) context.Context { return ctx }
+	m.public = &http.Server{Handler: api.Handler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
+	m.admin = &http.Server{Handler: adm.Handler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
+	for srv, ln := range map[*http.Server]net.Listener{m.public: m.publicLn, m.admin: m.adminLn} {
+		m.wg.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				m.Log.Error().Err(err).Msg("http server stopped")
+			}
+		})
+	}
+	m.Log.Info().Str("public", m.URL()).Str("admin", m.AdminURL()).Bool("embedded_nats", m.nats != nil).Msg("crosscheck is serving")
+	return nil
+}
+
+func (m *Main) ready(ctx context.Context) error {
+	if m.nc == nil || !m.nc.IsConnected() {
+		return errors.New("not connected to NATS")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := m.Store.JS.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("JetStream: %w", err)
+	}
+	return nil
+}
+
+// URL is the public API's base URL.
+func (m *Main) URL() string { return "http://" + m.publicLn.Addr().String() }
+
+// AdminURL is the admin API's base URL.
+func (m *Main) AdminURL() string { return "http://" + m.adminLn.Addr().String() }
+
+// Close shuts down in order: stop taking requests, let running jobs finish
+// for the grace period and hand the rest back, stop the projectors, flush and
+// stop NATS. Accepted queries are in the stream and resume on the next start.
+func (m *Main) Close() error {
+	m.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownGrace+5*time.Second)
+		defer cancel()
+		if m.cancel != nil {
+			// Ends SSE streams, whose requests use the run context.
+			defer m.cancel()
+		}
+		for _, srv := range []*http.Server{m.public, m.admin} {
+			if srv != nil {
+				srv.RegisterOnShutdown(func() {
+					if m.cancel != nil {
+						m.cancel()
+					}
+				})
+				_ = srv.Shutdown(ctx)
+			}
+		}
+		if m.stopWorker != nil {
+			m.stopWorker()
+			<-m.workerDone
+		}
+		if m.cancel != nil {
+			m.cancel()
+		}
+		m.wg.Wait()
+		if m.nc != nil {
+			_ = m.nc.Drain()
+			for m.nc.IsDraining() {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if m.nats != nil {
+			m.nats.Stop()
+		}
+	})
+	return nil
+}
+
+// Crash stops the process abruptly, as kill -9 would as far as the data is
+// concerned: nothing is acknowledged or handed back, connections just end.
+func (m *Main) Crash() {
+	m.closeOnce.Do(func() {
+		for _, srv := range []*http.Server{m.public, m.admin} {
+			if srv != nil {
+				_ = srv.Close()
+			}
+		}
+		if m.nc != nil {
+			m.nc.Close()
+		}
+		if m.cancel != nil {
+			m.cancel()
+		}
+		if m.nats != nil {
+			m.nats.Stop()
+		}
+		m.wg.Wait()
+		if m.workerDone != nil {
+			<-m.workerDone
+		}
+	})
+}

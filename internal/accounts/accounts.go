@@ -1,0 +1,252 @@
+// Package accounts holds the account and API key commands and authentication.
+// Every change is an event on ev.account.<account_id>.<event>, appended with
+// the account's expected last sequence; the keys bucket is its projection.
+package accounts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/keys"
+	"github.com/crosscheck/crosscheck/internal/projections"
+)
+
+// Service runs account commands.
+type Service struct {
+	Store *eventstore.Store
+	Now   func() time.Time
+}
+
+var plans = map[string]bool{events.PlanFree: true, events.PlanBasic: true, events.PlanPro: true, events.PlanEnterprise: true}
+
+// NewAccountID returns a new account id.
+func NewAccountID() string { return "acct_" + strings.ToLower(events.NewID()) }
+
+// CreateAccount opens an account on plan.
+func (s *Service) CreateAccount(ctx context.Context, name, plan string) (*events.Account, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return nil, apperr.New(apperr.InvalidRequest, "name is required")
+	}
+	if plan == "" {
+		plan = events.PlanFree
+	}
+	if !plans[plan] {
+		return nil, apperr.New(apperr.InvalidRequest, "plan must be one of free, basic, pro, enterprise; got %q", plan)
+	}
+	id := NewAccountID()
+	return s.update(ctx, id, func(a *events.Account) ([]events.Event, error) {
+		return []events.Event{events.AccountCreated{AccountID: id, Name: name, Plan: plan}}, nil
+	})
+}
+
+// Account returns the account with id, or not_found.
+func (s *Service) Account(ctx context.Context, id string) (*events.Account, error) {
+	if !validID(id) {
+		return nil, apperr.New(apperr.NotFound, "no account %q", id)
+	}
+	a, err := s.Store.LoadAccount(ctx, id)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if !a.Exists() {
+		return nil, apperr.New(apperr.NotFound, "no account %q", id)
+	}
+	return a, nil
+}
+
+// CreateKey creates an API key for the account. The returned keys.Key is the
+// only place the secret ever exists: show it once and drop it.
+func (s *Service) CreateKey(ctx context.Context, accountID, name string, acceptAUP bool) (keys.Key, *events.Key, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return keys.Key{}, nil, apperr.New(apperr.InvalidRequest, "name is required")
+	}
+	if !acceptAUP {
+		return keys.Key{}, nil, apperr.New(apperr.InvalidRequest, "accept_aup must be true: the acceptable-use policy must be accepted to create a key")
+	}
+	if _, err := s.Account(ctx, accountID); err != nil {
+		return keys.Key{}, nil, err
+	}
+	var k keys.Key
+	for {
+		k = keys.Generate()
+		existing, err := projections.GetKey(ctx, s.Store.Keys, k.Fingerprint)
+		if err != nil {
+			return keys.Key{}, nil, unavailable(err)
+		}
+		if existing == nil {
+			break
+		}
+	}
+	a, err := s.update(ctx, accountID, func(a *events.Account) ([]events.Event, error) {
+		return []events.Event{events.KeyCreated{Fingerprint: k.Fingerprint, Name: name, SecretHash: k.SecretHash(), AUPAccepted: true}}, nil
+	})
+	if err != nil {
+		return keys.Key{}, nil, err
+	}
+	key := a.Keys[k.Fingerprint]
+	if err := s.waitKey(ctx, key.Fingerprint, key.Seq); err != nil {
+		return keys.Key{}, nil, err
+	}
+	return k, key, nil
+}
+
+// Transition applies a lifecycle action to the key with fingerprint.
+func (s *Service) Transition(ctx context.Context, fingerprint, action string) (*events.Key, error) {
+	if !keys.ValidFingerprint(fingerprint) {
+		return nil, apperr.New(apperr.NotFound, "no key with fingerprint %q", fingerprint)
+	}
+	projected, err := projections.GetKey(ctx, s.Store.Keys, fingerprint)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if projected == nil {
+		return nil, apperr.New(apperr.NotFound, "no key with fingerprint %q", fingerprint)
+	}
+	a, err := s.update(ctx, projected.AccountID, func(a *events.Account) ([]events.Event, error) {
+		k := a.Keys[fingerprint]
+		if k == nil {
+			return nil, apperr.New(apperr.NotFound, "no key with fingerprint %q", fingerprint)
+		}
+		ev, err := events.DecideKey(k, action)
+		switch {
+		case errors.Is(err, events.ErrUnknownAction):
+			return nil, apperr.New(apperr.NotFound, "unknown key action %q: use disable, enable, revoke, suspend or unsuspend", action)
+		case err != nil:
+			return nil, apperr.New(apperr.InvalidTransition, "%s", strings.TrimPrefix(err.Error(), events.ErrInvalidTransition.Error()+": "))
+		case ev == nil:
+			return nil, nil
+		}
+		return []events.Event{ev}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	key := a.Keys[fingerprint]
+	if err := s.waitKey(ctx, fingerprint, key.Seq); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
+
+// update is the one load → decide → append path of the account aggregate,
+// retried when another process appended in between.
+func (s *Service) update(ctx context.Context, accountID string, decide func(*events.Account) ([]events.Event, error)) (*events.Account, error) {
+	filter := events.Filter(events.AggregateAccount, accountID)
+	for attempt := 0; ; attempt++ {
+		a, err := s.Store.LoadAccount(ctx, accountID)
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		evs, err := decide(a)
+		if err != nil {
+			return nil, err
+		}
+		conflict := false
+		for _, ev := range evs {
+			env, err := events.Wrap(events.AggregateAccount, accountID, ev, s.Now())
+			if err != nil {
+				return nil, err
+			}
+			seq, _, err := s.Store.Append(ctx, env, &eventstore.Expect{Filter: filter, Seq: a.LastSeq})
+			if errors.Is(err, eventstore.ErrConflict) {
+				conflict = true
+				break
+			}
+			if err != nil {
+				return nil, unavailable(err)
+			}
+			a.Apply(events.Record{Seq: seq, Envelope: env, Event: ev})
+		}
+		if !conflict {
+			return a, nil
+		}
+		if attempt > 50 {
+			return nil, apperr.New(apperr.ServiceRestarting, "account %s is too busy; retry", accountID)
+		}
+	}
+}
+
+// waitKey waits until the keys projection has applied seq for fingerprint, so
+// a key is usable as soon as its command returns.
+func (s *Service) waitKey(ctx context.Context, fingerprint string, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		k, err := projections.GetKey(ctx, s.Store.Keys, fingerprint)
+		if err == nil && k != nil && k.Seq >= seq {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return apperr.New(apperr.ServiceRestarting, "the key change was recorded but is not yet visible; retry the request")
+		case <-time.After(delay):
+		}
+	}
+}
+
+// Caller is the authenticated owner of a request.
+type Caller struct {
+	AccountID   string
+	Fingerprint string
+}
+
+// Authenticate checks an Authorization header value. It returns the statuses
+// of spec section 5: invalid_api_key for anything that does not verify
+// (including a wrong prefix), then key_revoked, key_suspended, key_disabled.
+func (s *Service) Authenticate(ctx context.Context, header string) (Caller, error) {
+	k, err := keys.FromBearer(header)
+	if err != nil {
+		return Caller{}, apperr.New(apperr.InvalidAPIKey, "the API key is missing or does not verify; send Authorization: Bearer <key>")
+	}
+	stored, err := projections.GetKey(ctx, s.Store.Keys, k.Fingerprint)
+	if err != nil {
+		return Caller{}, unavailable(err)
+	}
+	hash := dummyHash
+	if stored != nil {
+		hash = stored.SecretHash
+	}
+	if !k.Verify(hash) || stored == nil {
+		return Caller{}, apperr.New(apperr.InvalidAPIKey, "the API key does not verify")
+	}
+	switch stored.State {
+	case events.StateRevoked:
+		return Caller{}, apperr.New(apperr.KeyRevoked, "this API key was revoked; create a new key")
+	case events.StateSuspended:
+		return Caller{}, apperr.New(apperr.KeySuspended, "this API key is suspended by an administrator; contact support")
+	case events.StateDisabled:
+		return Caller{}, apperr.New(apperr.KeyDisabled, "this API key is disabled by its owner; enable it to use it again")
+	}
+	return Caller{AccountID: stored.AccountID, Fingerprint: stored.Fingerprint}, nil
+}
+
+// dummyHash keeps verification of an unknown fingerprint as slow as a known one.
+var dummyHash = keys.Generate().SecretHash()
+
+func unavailable(err error) error {
+	var ae *apperr.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return fmt.Errorf("%w", &apperr.Error{Code: apperr.ServiceRestarting, Message: "the event store is unavailable; retry shortly", RetryAfter: 1})
+}
+
+func validID(id string) bool {
+	if !strings.HasPrefix(id, "acct_") || len(id) != 31 {
+		return false
+	}
+	for _, c := range id[5:] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}

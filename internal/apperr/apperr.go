@@ -1,0 +1,79 @@
+// Package apperr holds the one application error type of crosscheck. Its Code is
+// the stable error.code of the API contract; clients branch on it. The mapping of
+// codes to HTTP statuses lives in the handlers package, in one function.
+package apperr
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The stable error codes of the API contract (spec section 7) and the ones this
+// service adds where the spec is silent.
+const (
+	InvalidRequest      = "invalid_request"
+	InvalidPrompt       = "invalid_prompt"
+	InvalidMode         = "invalid_mode"
+	InvalidModels       = "invalid_models"
+	InvalidModel        = "invalid_model"
+	InsufficientCredits = "insufficient_credits"
+	MonthlyCapExceeded  = "monthly_cap_exceeded"
+	RateLimited         = "rate_limited"
+	IdempotencyConflict = "idempotency_conflict"
+	InvalidAPIKey       = "invalid_api_key"
+	KeyRevoked          = "key_revoked"
+	KeySuspended        = "key_suspended"
+	KeyDisabled         = "key_disabled"
+	ServiceRestarting   = "service_restarting"
+	ProviderError       = "provider_error"
+	AggregationFailed   = "aggregation_failed"
+	NotFound            = "not_found"
+	Internal            = "internal_error"
+
+	// Admin API codes.
+	InvalidAdminToken = "invalid_admin_token"
+	InvalidTransition = "invalid_transition"
+)
+
+// Error is an application error with a stable code and a human message.
+type Error struct {
+	Code    string
+	Message string
+	// RetryAfter is the number of seconds a client should wait before retrying;
+	// zero means no advice.
+	RetryAfter int
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Retriable reports whether a client may retry the same request unchanged.
+func (e *Error) Retriable() bool {
+	switch e.Code {
+	case RateLimited, ServiceRestarting, ProviderError, AggregationFailed, Internal:
+		return true
+	}
+	return false
+}
+
+// New returns an *Error with the code and a formatted message.
+func New(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Code returns the code of the *Error in err's chain, or Internal when there is none.
+func Code(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+// From returns the *Error in err's chain, or an internal error that hides err's text.
+func From(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: Internal, Message: "internal error"}
+}

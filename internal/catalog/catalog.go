@@ -1,0 +1,106 @@
+// Package catalog is the model catalog of spec section 2.2: four first-party
+// providers, each with four models of a tier and exactly one default, the
+// standard-tier one.
+package catalog
+
+// Provider keys of the spec, in the order results list them.
+const (
+	ProviderA = "provider_a"
+	ProviderB = "provider_b"
+	ProviderC = "provider_c"
+	ProviderD = "provider_d"
+)
+
+// ProviderKeys lists the first-party provider keys in order.
+var ProviderKeys = []string{ProviderA, ProviderB, ProviderC, ProviderD}
+
+// Tiers.
+const (
+	TierStandard = "standard"
+	TierBudget   = "budget"
+	TierPremium  = "premium"
+)
+
+// BackendSimulated names the built-in simulated backend.
+const BackendSimulated = "simulated"
+
+// Model is one catalog row.
+type Model struct {
+	ID      string `json:"model_id"`
+	Name    string `json:"name"`
+	Tier    string `json:"tier"`
+	Default bool   `json:"default"`
+}
+
+// Provider is one first-party provider with the backend that serves it.
+type Provider struct {
+	Key     string
+	Backend string
+	Models  []Model
+}
+
+// Simulated reports whether the provider runs on the simulated backend.
+func (p Provider) Simulated() bool { return p.Backend == BackendSimulated }
+
+// Default returns the provider's default model.
+func (p Provider) Default() Model {
+	for _, m := range p.Models {
+		if m.Default {
+			return m
+		}
+	}
+	return p.Models[0]
+}
+
+// Catalog is the set of providers a server offers.
+type Catalog struct {
+	Providers []Provider
+}
+
+// Provider returns the provider with key, if the catalog has it.
+func (c *Catalog) Provider(key string) (Provider, bool) {
+	for _, p := range c.Providers {
+		if p.Key == key {
+			return p, true
+		}
+	}
+	return Provider{}, false
+}
+
+// Model returns the model with id of the provider with key, if both exist.
+func (c *Catalog) Model(provider, id string) (Model, bool) {
+	p, ok := c.Provider(provider)
+	if !ok {
+		return Model{}, false
+	}
+	for _, m := range p.Models {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return Model{}, false
+}
+
+// Simulated returns the default catalog with every provider on the simulated
+// backend: the embedded default that needs no credentials.
+func Simulated() *Catalog {
+	family := func(key, fam, name string, budgets, premiums []string) Provider {
+		p := Provider{Key: key, Backend: BackendSimulated}
+		p.Models = append(p.Models, Model{ID: fam + "-standard", Name: name + " Standard (simulated)", Tier: TierStandard, Default: true})
+		for _, b := range budgets {
+			p.Models = append(p.Models, Model{ID: fam + "-" + b, Name: name + " " + title(b) + " (simulated)", Tier: TierBudget})
+		}
+		for _, pr := range premiums {
+			p.Models = append(p.Models, Model{ID: fam + "-" + pr, Name: name + " " + title(pr) + " (simulated)", Tier: TierPremium})
+		}
+		return p
+	}
+	return &Catalog{Providers: []Provider{
+		family(ProviderA, "sim-alpha", "Sim Alpha", []string{"lite"}, []string{"pro", "max"}),
+		family(ProviderB, "sim-beta", "Sim Beta", []string{"lite"}, []string{"pro", "max"}),
+		family(ProviderC, "sim-gamma", "Sim Gamma", []string{"lite"}, []string{"pro", "max"}),
+		family(ProviderD, "sim-delta", "Sim Delta", []string{"lite", "nano"}, []string{"pro"}),
+	}}
+}
+
+func title(s string) string { return string(s[0]-'a'+'A') + s[1:] }

@@ -1,0 +1,115 @@
+// Package config reads the operator settings from the environment.
+package config
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is every setting of the service. FromEnv documents each variable.
+type Config struct {
+	HTTPAddr   string
+	AdminAddr  string
+	AdminToken string
+	DataDir    string
+	NATSURL    string
+	ConfigFile string
+	SimLatency time.Duration
+	Replicas   int
+	// SyncAlways makes the embedded server fsync every write before it acks;
+	// otherwise it fsyncs every SyncInterval (zero: the server's default, 2 min).
+	SyncAlways   bool
+	SyncInterval time.Duration
+	// DocsURL is the base of error docs_url values; empty means the service's
+	// own /docs on its public address.
+	DocsURL  string
+	LogLevel string
+	// WorkerAckWait is how long a job may go without an in-progress ack
+	// before another worker takes it over.
+	WorkerAckWait time.Duration
+	// WorkerMaxJobs bounds the queries one worker runs at once.
+	WorkerMaxJobs int
+	// ShutdownGrace is how long a stopping process lets running jobs finish.
+	ShutdownGrace time.Duration
+	// ModelTimeout bounds one model call.
+	ModelTimeout time.Duration
+}
+
+// Defaults returns the settings with nothing set.
+func Defaults() Config {
+	return Config{
+		HTTPAddr:      "127.0.0.1:8080",
+		AdminAddr:     "127.0.0.1:8081",
+		DataDir:       "./data",
+		Replicas:      1,
+		LogLevel:      "info",
+		WorkerAckWait: 10 * time.Second,
+		WorkerMaxJobs: 16384,
+		ShutdownGrace: 10 * time.Second,
+		ModelTimeout:  120 * time.Second,
+	}
+}
+
+// FromEnv reads the CROSSCHECK_* variables over the defaults.
+func FromEnv() (Config, error) {
+	c := Defaults()
+	str := func(name string, dst *string) {
+		if v, ok := os.LookupEnv(name); ok && v != "" {
+			*dst = v
+		}
+	}
+	str("CROSSCHECK_HTTP_ADDR", &c.HTTPAddr)
+	str("CROSSCHECK_ADMIN_ADDR", &c.AdminAddr)
+	str("CROSSCHECK_ADMIN_TOKEN", &c.AdminToken)
+	str("CROSSCHECK_DATA_DIR", &c.DataDir)
+	str("CROSSCHECK_NATS_URL", &c.NATSURL)
+	str("CROSSCHECK_CONFIG", &c.ConfigFile)
+	str("CROSSCHECK_DOCS_URL", &c.DocsURL)
+	str("CROSSCHECK_LOG_LEVEL", &c.LogLevel)
+	var errs []string
+	dur := func(name string, dst *time.Duration) {
+		if v := os.Getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				errs = append(errs, fmt.Sprintf("%s=%q is not a Go duration such as 250ms", name, v))
+				return
+			}
+			*dst = d
+		}
+	}
+	dur("CROSSCHECK_SIM_LATENCY", &c.SimLatency)
+	dur("CROSSCHECK_WORKER_ACK_WAIT", &c.WorkerAckWait)
+	dur("CROSSCHECK_SHUTDOWN_GRACE", &c.ShutdownGrace)
+	dur("CROSSCHECK_MODEL_TIMEOUT", &c.ModelTimeout)
+	integer := func(name string, dst *int, lo int) {
+		if v := os.Getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < lo {
+				errs = append(errs, fmt.Sprintf("%s=%q must be a whole number of at least %d", name, v, lo))
+				return
+			}
+			*dst = n
+		}
+	}
+	integer("CROSSCHECK_REPLICAS", &c.Replicas, 1)
+	integer("CROSSCHECK_WORKER_MAX_JOBS", &c.WorkerMaxJobs, 1)
+	if v := os.Getenv("CROSSCHECK_SYNC_INTERVAL"); v != "" {
+		if strings.EqualFold(v, "always") {
+			c.SyncAlways = true
+		} else if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			c.SyncInterval = d
+		} else {
+			errs = append(errs, fmt.Sprintf("CROSSCHECK_SYNC_INTERVAL=%q must be \"always\" or a positive Go duration", v))
+		}
+	}
+	if c.WorkerAckWait < time.Second {
+		errs = append(errs, "CROSSCHECK_WORKER_ACK_WAIT must be at least 1s")
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("settings: %s", strings.Join(errs, "; "))
+	}
+	return c, nil
+}

@@ -1,0 +1,124 @@
+// Package events is crosscheck's event vocabulary: the envelope every event
+// travels in, the past-tense event types of each aggregate, and the pure folds
+// and decisions over them. It imports no infrastructure.
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Source is the envelope source of every event this service writes.
+const Source = "crosscheck"
+
+// SchemaVersion is the schema version of the event shapes in this package. A new
+// shape of an existing event type is a new version; a type is never renamed.
+const SchemaVersion = 1
+
+// Event is one past-tense fact about an aggregate.
+type Event interface {
+	// EventName is the event's name within its aggregate, the last token of its
+	// subject, for example "model_answered".
+	EventName() string
+}
+
+// Envelope carries one event. Its attribute names follow CloudEvents. The ID is
+// a ULID and is also the Nats-Msg-Id of the publish, so a retried publish is
+// deduplicated by the server.
+type Envelope struct {
+	ID      string          `json:"id"`
+	Type    string          `json:"type"`
+	Source  string          `json:"source"`
+	Subject string          `json:"subject"`
+	Time    time.Time       `json:"time"`
+	Schema  int             `json:"schema"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// Record is an envelope as stored: with its stream sequence and decoded event.
+type Record struct {
+	Seq      uint64
+	Envelope Envelope
+	Event    Event
+}
+
+// Subject returns the subject of an event of aggregate with id: ev.<aggregate>.<id>.<name>.
+func Subject(aggregate, id, name string) string {
+	return "ev." + aggregate + "." + id + "." + name
+}
+
+// Filter returns the subject filter that matches every event of one aggregate instance.
+func Filter(aggregate, id string) string { return "ev." + aggregate + "." + id + ".>" }
+
+// NewID returns a new ULID string.
+func NewID() string { return ulid.Make().String() }
+
+// Wrap puts ev into a new envelope for the aggregate instance id.
+func Wrap(aggregate, id string, ev Event, now time.Time) (Envelope, error) {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("encode %s: %w", ev.EventName(), err)
+	}
+	return Envelope{
+		ID:      NewID(),
+		Type:    aggregate + "." + ev.EventName(),
+		Source:  Source,
+		Subject: Subject(aggregate, id, ev.EventName()),
+		Time:    now.UTC(),
+		Schema:  SchemaVersion,
+		Data:    data,
+	}, nil
+}
+
+// AggregateID returns the id token of an event subject ev.<aggregate>.<id>.<name>.
+func AggregateID(subject string) string {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 4 {
+		return ""
+	}
+	return parts[2]
+}
+
+var registry = map[string]func() Event{}
+
+func register(aggregate string, fns ...func() Event) {
+	for _, fn := range fns {
+		registry[aggregate+"."+fn().EventName()] = fn
+	}
+}
+
+// Types lists every registered event type.
+func Types() []string {
+	out := make([]string, 0, len(registry))
+	for t := range registry {
+		out = append(out, t)
+	}
+	return out
+}
+
+// Decode decodes an envelope and its event from stored bytes.
+func Decode(seq uint64, raw []byte) (Record, error) {
+	var env Envelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return Record{}, fmt.Errorf("decode envelope at %d: %w", seq, err)
+	}
+	mk, ok := registry[env.Type]
+	if !ok {
+		return Record{}, fmt.Errorf("decode envelope at %d: unknown event type %q", seq, env.Type)
+	}
+	ev := mk()
+	if err := json.Unmarshal(env.Data, ev); err != nil {
+		return Record{}, fmt.Errorf("decode %s at %d: %w", env.Type, seq, err)
+	}
+	// Events are kept as values, not pointers, so type switches read plainly.
+	return Record{Seq: seq, Envelope: env, Event: deref(ev)}, nil
+}
+
+func deref(ev Event) Event {
+	return reflect.ValueOf(ev).Elem().Interface().(Event)
+}

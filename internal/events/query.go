@@ -1,0 +1,218 @@
+package events
+
+// AggregateQuery is the aggregate name of query events: ev.query.<request_id>.<event>.
+const AggregateQuery = "query"
+
+// Query statuses. A query moves queued → running → completed | failed.
+const (
+	StatusQueued    = "queued"
+	StatusRunning   = "running"
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+)
+
+// Progress stages, the SSE progress.stage values.
+const (
+	StageQueued           = "queued"
+	StageRunningModels    = "running_models"
+	StageDeliberating     = "deliberating"
+	StageResearching      = "researching"
+	StageExtractingClaims = "extracting_claims"
+	StageCrossChecking    = "cross_checking"
+	StageAggregating      = "aggregating"
+)
+
+// ModelRef names one model that takes part in a query.
+type ModelRef struct {
+	Provider    string `json:"provider"`
+	ModelID     string `json:"model_id"`
+	CustomModel string `json:"custom_model,omitempty"`
+	Simulated   bool   `json:"simulated,omitempty"`
+}
+
+// Key identifies the participant within its query: the provider key, or the
+// BYOM id for a customer-owned model.
+func (m ModelRef) Key() string {
+	if m.CustomModel != "" {
+		return m.CustomModel
+	}
+	return m.Provider
+}
+
+// Usage is the token usage one model call reported.
+type Usage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+// Citation is one source a model cited.
+type Citation struct {
+	URL     string `json:"url"`
+	Title   string `json:"title,omitempty"`
+	Snippet string `json:"snippet,omitempty"`
+}
+
+// Position is one model's stance on a conflict topic.
+type Position struct {
+	Model    string `json:"model"`
+	Position string `json:"position"`
+}
+
+// Conflict is a topic on which the models disagreed, with how it was resolved.
+type Conflict struct {
+	Topic      string     `json:"topic"`
+	Positions  []Position `json:"positions"`
+	Resolution string     `json:"resolution"`
+}
+
+// Answer is the final aggregated answer of a query.
+type Answer struct {
+	Text      string     `json:"text"`
+	Conflicts []Conflict `json:"conflicts"`
+}
+
+// QuerySubmitted is the first event of every query: it was accepted.
+type QuerySubmitted struct {
+	RequestID      string     `json:"request_id"`
+	AccountID      string     `json:"account_id"`
+	KeyFingerprint string     `json:"key_fingerprint"`
+	Mode           string     `json:"mode"`
+	Prompt         string     `json:"prompt"`
+	Models         []ModelRef `json:"models"`
+}
+
+// QueryStarted says a worker began running the query.
+type QueryStarted struct{}
+
+// ModelAnswered records one model's answer.
+type ModelAnswered struct {
+	Model     ModelRef   `json:"model"`
+	Answer    string     `json:"answer"`
+	Citations []Citation `json:"citations,omitempty"`
+	Usage     Usage      `json:"usage"`
+	LatencyMS int64      `json:"latency_ms"`
+}
+
+// ModelFailed records that one model could not answer.
+type ModelFailed struct {
+	Model          ModelRef `json:"model"`
+	Class          string   `json:"class"`
+	Message        string   `json:"message"`
+	UpstreamStatus int      `json:"upstream_status,omitempty"`
+	LatencyMS      int64    `json:"latency_ms"`
+}
+
+// ProgressReported marks a stage change that no other event marks.
+type ProgressReported struct {
+	Stage   string `json:"stage"`
+	Percent int    `json:"progress_percent"`
+	Message string `json:"message,omitempty"`
+}
+
+// Synthesized records the synthesizer's one answer and the conflicts it found.
+type Synthesized struct {
+	Model     ModelRef `json:"model"`
+	Answer    Answer   `json:"answer"`
+	Usage     Usage    `json:"usage"`
+	LatencyMS int64    `json:"latency_ms"`
+}
+
+// QueryCompleted is the terminal event of a query that succeeded.
+type QueryCompleted struct{}
+
+// QueryFailed is the terminal event of a query that failed.
+type QueryFailed struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (QuerySubmitted) EventName() string   { return "submitted" }
+func (QueryStarted) EventName() string     { return "started" }
+func (ModelAnswered) EventName() string    { return "model_answered" }
+func (ModelFailed) EventName() string      { return "model_failed" }
+func (ProgressReported) EventName() string { return "progress" }
+func (Synthesized) EventName() string      { return "synthesized" }
+func (QueryCompleted) EventName() string   { return "completed" }
+func (QueryFailed) EventName() string      { return "failed" }
+
+func init() {
+	register(AggregateQuery,
+		func() Event { return &QuerySubmitted{} },
+		func() Event { return &QueryStarted{} },
+		func() Event { return &ModelAnswered{} },
+		func() Event { return &ModelFailed{} },
+		func() Event { return &ProgressReported{} },
+		func() Event { return &Synthesized{} },
+		func() Event { return &QueryCompleted{} },
+		func() Event { return &QueryFailed{} },
+	)
+}
+
+// TerminalEvents are the names of the events that end a query.
+var TerminalEvents = []string{QueryCompleted{}.EventName(), QueryFailed{}.EventName()}
+
+// Query is the query aggregate: the state a worker decides from.
+type Query struct {
+	Submitted   *QuerySubmitted
+	Started     bool
+	Answers     map[string]ModelAnswered
+	Failures    map[string]ModelFailed
+	Synthesis   *Synthesized
+	Status      string
+	LastSeq     uint64
+	FailureCode string
+}
+
+// Apply folds one stored event into the query.
+func (q *Query) Apply(r Record) {
+	q.LastSeq = r.Seq
+	switch e := r.Event.(type) {
+	case QuerySubmitted:
+		q.Submitted = &e
+		q.Status = StatusQueued
+		q.Answers = map[string]ModelAnswered{}
+		q.Failures = map[string]ModelFailed{}
+	case QueryStarted:
+		q.Started = true
+		q.Status = StatusRunning
+	case ModelAnswered:
+		q.Answers[e.Model.Key()] = e
+	case ModelFailed:
+		q.Failures[e.Model.Key()] = e
+	case Synthesized:
+		q.Synthesis = &e
+	case QueryCompleted:
+		q.Status = StatusCompleted
+	case QueryFailed:
+		q.Status = StatusFailed
+		q.FailureCode = e.Code
+	}
+}
+
+// Terminal reports whether the query has completed or failed.
+func (q *Query) Terminal() bool { return q.Status == StatusCompleted || q.Status == StatusFailed }
+
+// Pending returns the selected models that have neither answered nor failed, in
+// selection order.
+func (q *Query) Pending() []ModelRef {
+	var out []ModelRef
+	for _, m := range q.Submitted.Models {
+		_, answered := q.Answers[m.Key()]
+		_, failed := q.Failures[m.Key()]
+		if !answered && !failed {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Answered returns the answers in selection order.
+func (q *Query) Answered() []ModelAnswered {
+	var out []ModelAnswered
+	for _, m := range q.Submitted.Models {
+		if a, ok := q.Answers[m.Key()]; ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}

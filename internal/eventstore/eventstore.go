@@ -1,0 +1,295 @@
+// Package eventstore is the JetStream adapter: it creates the streams and
+// buckets, appends events with optimistic concurrency, and loads an aggregate's
+// events back.
+package eventstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/crosscheck/crosscheck/internal/events"
+)
+
+// Stream and bucket names. They are persistent state: never rename them.
+const (
+	StreamQueries  = "QUERIES"
+	StreamAccounts = "ACCOUNTS"
+
+	BucketQueryStatus = "query_status"
+	BucketKeys        = "keys"
+	BucketIdempotency = "idempotency"
+	BucketInflight    = "inflight"
+)
+
+// IdempotencyTTL is how long the idempotency bucket keeps an entry. The 24 h
+// window of the contract is enforced from the entry's own time; the bucket
+// keeps entries an hour longer so the check, not the expiry, decides.
+const IdempotencyTTL = 25 * time.Hour
+
+// ErrConflict is returned by Append when the aggregate moved on since it was loaded.
+var ErrConflict = errors.New("event store: concurrent append")
+
+// ErrUnavailable wraps failures to reach JetStream.
+var ErrUnavailable = errors.New("event store unavailable")
+
+// Store holds the streams and buckets of one JetStream domain.
+type Store struct {
+	NC *nats.Conn
+	JS jetstream.JetStream
+
+	Queries  jetstream.Stream
+	Accounts jetstream.Stream
+
+	QueryStatus jetstream.KeyValue
+	Keys        jetstream.KeyValue
+	Idempotency jetstream.KeyValue
+	Inflight    jetstream.KeyValue
+
+	replicas int
+}
+
+// Open creates or updates every stream and bucket, idempotently.
+func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
+	if replicas < 1 {
+		replicas = 1
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	s := &Store{NC: nc, JS: js, replicas: replicas}
+	if s.Queries, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        StreamQueries,
+		Description: "Every event of every query: ev.query.<request_id>.<event>",
+		Subjects:    []string{"ev.query.>"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Duplicates:  2 * time.Minute,
+		AllowDirect: true,
+		Replicas:    replicas,
+	}); err != nil {
+		return nil, fmt.Errorf("stream %s: %w", StreamQueries, err)
+	}
+	if s.Accounts, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        StreamAccounts,
+		Description: "Every event of every account (keys, plans, ledger): ev.account.<account_id>.<event>",
+		Subjects:    []string{"ev.account.>"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Duplicates:  2 * time.Minute,
+		DenyDelete:  true,
+		DenyPurge:   true,
+		AllowDirect: true,
+		Replicas:    replicas,
+	}); err != nil {
+		return nil, fmt.Errorf("stream %s: %w", StreamAccounts, err)
+	}
+	buckets := []struct {
+		kv  *jetstream.KeyValue
+		cfg jetstream.KeyValueConfig
+	}{
+		{&s.QueryStatus, jetstream.KeyValueConfig{Bucket: BucketQueryStatus, Description: "Query read model, a projection of QUERIES"}},
+		{&s.Keys, jetstream.KeyValueConfig{Bucket: BucketKeys, Description: "API key states by fingerprint, a projection of ACCOUNTS"}},
+		{&s.Idempotency, jetstream.KeyValueConfig{Bucket: BucketIdempotency, Description: "Idempotency-Key claims", TTL: IdempotencyTTL}},
+		{&s.Inflight, jetstream.KeyValueConfig{Bucket: BucketInflight, Description: "In-flight query slots by API key fingerprint"}},
+	}
+	for _, b := range buckets {
+		b.cfg.Storage = jetstream.FileStorage
+		b.cfg.Replicas = replicas
+		if *b.kv, err = js.CreateOrUpdateKeyValue(ctx, b.cfg); err != nil {
+			return nil, fmt.Errorf("bucket %s: %w", b.cfg.Bucket, err)
+		}
+	}
+	return s, nil
+}
+
+// ResetQueryStatus deletes the query read model bucket and creates it empty.
+func (s *Store) ResetQueryStatus(ctx context.Context) error {
+	if err := s.JS.DeleteKeyValue(ctx, BucketQueryStatus); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return fmt.Errorf("delete %s: %w", BucketQueryStatus, err)
+	}
+	kv, err := s.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: BucketQueryStatus, Description: "Query read model, a projection of QUERIES",
+		Storage: jetstream.FileStorage, Replicas: s.replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("create %s: %w", BucketQueryStatus, err)
+	}
+	s.QueryStatus = kv
+	return nil
+}
+
+// Expect makes an append conditional: it succeeds only when the last event
+// matching filter has sequence seq (0: no event matches yet).
+type Expect struct {
+	Filter string
+	Seq    uint64
+}
+
+// Append publishes env and returns its stream sequence. With expect, a
+// concurrent append to the same aggregate yields ErrConflict. A publish the
+// server has already seen (same event id within the dedup window) returns the
+// original sequence with duplicate true.
+func (s *Store) Append(ctx context.Context, env events.Envelope, expect *Expect) (seq uint64, duplicate bool, err error) {
+	data, err := json.Marshal(env)
+	if err != nil {
+		return 0, false, err
+	}
+	msg := &nats.Msg{Subject: env.Subject, Data: data, Header: nats.Header{}}
+	opts := []jetstream.PublishOpt{jetstream.WithMsgID(env.ID)}
+	if expect != nil {
+		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(expect.Seq, expect.Filter))
+	}
+	ack, err := s.JS.PublishMsg(ctx, msg, opts...)
+	if err != nil {
+		return 0, false, classify("append "+env.Type, err)
+	}
+	return ack.Sequence, ack.Duplicate, nil
+}
+
+func classify(op string, err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+			return fmt.Errorf("%s: %w", op, ErrConflict)
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+}
+
+// Load returns every event of stream matching filter, in order, starting at
+// sequence from (use 1 for all).
+func (s *Store) Load(ctx context.Context, stream jetstream.Stream, filter string, from uint64) ([]events.Record, error) {
+	var out []events.Record
+	if from == 0 {
+		from = 1
+	}
+	for {
+		msg, err := stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, classify("load "+filter, err)
+		}
+		rec, err := events.Decode(msg.Sequence, msg.Data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+		from = msg.Sequence + 1
+	}
+}
+
+// Last returns the last event on subject, or nil when there is none.
+func (s *Store) Last(ctx context.Context, stream jetstream.Stream, subject string) (*events.Record, error) {
+	msg, err := stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classify("last "+subject, err)
+	}
+	rec, err := events.Decode(msg.Sequence, msg.Data)
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// LoadQuery folds the events of one query. It returns a query with a nil
+// Submitted when the query does not exist.
+func (s *Store) LoadQuery(ctx context.Context, requestID string) (*events.Query, []events.Record, error) {
+	recs, err := s.Load(ctx, s.Queries, events.Filter(events.AggregateQuery, requestID), 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	q := &events.Query{}
+	for _, r := range recs {
+		q.Apply(r)
+	}
+	return q, recs, nil
+}
+
+// LoadAccount folds the events of one account.
+func (s *Store) LoadAccount(ctx context.Context, accountID string) (*events.Account, error) {
+	recs, err := s.Load(ctx, s.Accounts, events.Filter(events.AggregateAccount, accountID), 1)
+	if err != nil {
+		return nil, err
+	}
+	a := &events.Account{}
+	for _, r := range recs {
+		a.Apply(r)
+	}
+	return a, nil
+}
+
+// Follow streams the events of stream matching filter, from the first one on
+// and then live, through an ordered consumer, until ctx ends. The error
+// channel receives at most one error and is closed with the record channel.
+func (s *Store) Follow(ctx context.Context, stream jetstream.Stream, filter string) (<-chan events.Record, <-chan error) {
+	out := make(chan events.Record, 64)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(out)
+		defer close(errc)
+		cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{filter},
+			DeliverPolicy:  jetstream.DeliverAllPolicy,
+		})
+		if err != nil {
+			errc <- classify("follow "+filter, err)
+			return
+		}
+		it, err := cons.Messages()
+		if err != nil {
+			errc <- classify("follow "+filter, err)
+			return
+		}
+		go func() {
+			<-ctx.Done()
+			it.Stop()
+		}()
+		for {
+			msg, err := it.Next()
+			if err != nil {
+				if ctx.Err() == nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					errc <- classify("follow "+filter, err)
+				}
+				return
+			}
+			meta, err := msg.Metadata()
+			if err != nil {
+				errc <- err
+				return
+			}
+			rec, err := events.Decode(meta.Sequence.Stream, msg.Data())
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case out <- rec:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, errc
+}
+
+// FollowQuery follows the events of one query.
+func (s *Store) FollowQuery(ctx context.Context, requestID string) (<-chan events.Record, <-chan error) {
+	return s.Follow(ctx, s.Queries, events.Filter(events.AggregateQuery, requestID))
+}

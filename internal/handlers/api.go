@@ -1,0 +1,189 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/crosscheck/crosscheck/internal/accounts"
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/catalog"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/queries"
+)
+
+// Authenticator checks a request's Authorization header.
+type Authenticator interface {
+	Authenticate(ctx context.Context, header string) (accounts.Caller, error)
+}
+
+// Queries admits and reads queries.
+type Queries interface {
+	Submit(ctx context.Context, caller accounts.Caller, body []byte, idempotencyKey string, hasKey bool) (queries.Submission, error)
+	Get(ctx context.Context, caller accounts.Caller, id string) (json.RawMessage, error)
+}
+
+// Follower streams a query's events from the first one on, then live.
+type Follower interface {
+	FollowQuery(ctx context.Context, requestID string) (<-chan events.Record, <-chan error)
+}
+
+// Server is the public API.
+type Server struct {
+	Auth    Authenticator
+	Queries Queries
+	Events  Follower
+	Catalog *catalog.Catalog
+	Log     zerolog.Logger
+	// DocsURL is the base of every error's docs_url: {DocsURL}/errors/<code>.
+	DocsURL string
+	// Heartbeat is the interval of SSE heartbeat comments.
+	Heartbeat time.Duration
+	// Ready reports whether the service can take requests.
+	Ready func(ctx context.Context) error
+}
+
+// Handler returns the public API's router.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(accessLog(s.Log))
+	r.Use(recoverer)
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/readyz", s.readyz)
+	r.Get("/docs/errors/{code}", errorDoc)
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(s.authenticate)
+		r.Post("/queries", s.submit)
+		r.Get("/queries/{id}", s.get)
+		r.Get("/queries/{id}/stream", s.stream)
+		r.Get("/models", s.models)
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, apperr.New(apperr.NotFound, "no route %s %s", r.Method, r.URL.Path), "")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, apperr.New(apperr.InvalidRequest, "method %s is not allowed on %s", r.Method, r.URL.Path), "")
+	})
+	return r
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.Ready != nil {
+		if err := s.Ready(r.Context()); err != nil {
+			s.writeError(w, r, apperr.New(apperr.ServiceRestarting, "not ready: %v", err), "")
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+type callerKey struct{}
+
+func caller(r *http.Request) accounts.Caller {
+	c, _ := r.Context().Value(callerKey{}).(accounts.Caller)
+	return c
+}
+
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		if err != nil {
+			s.writeError(w, r, err, "")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+	})
+}
+
+// SubmitResponse is the 202 body of POST /v1/queries.
+type SubmitResponse struct {
+	RequestID          string `json:"request_id"`
+	Object             string `json:"object"`
+	Status             string `json:"status"`
+	IdempotentReplayed bool   `json:"idempotent_replayed"`
+	PollURL            string `json:"poll_url"`
+	StreamURL          string `json:"stream_url"`
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, queries.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			s.writeError(w, r, apperr.New(apperr.InvalidRequest, "the request body exceeds %d bytes; the prompt may be at most 32 KB", queries.MaxBodyBytes), "")
+			return
+		}
+		s.writeError(w, r, apperr.New(apperr.InvalidRequest, "could not read the request body"), "")
+		return
+	}
+	key, hasKey := "", false
+	if vals, ok := r.Header["Idempotency-Key"]; ok {
+		key, hasKey = vals[0], true
+	}
+	sub, err := s.Queries.Submit(r.Context(), caller(r), body, key, hasKey)
+	if err != nil {
+		s.writeError(w, r, err, "")
+		return
+	}
+	w.Header().Set("Location", "/v1/queries/"+sub.RequestID)
+	writeJSON(w, http.StatusAccepted, SubmitResponse{
+		RequestID: sub.RequestID, Object: "query", Status: sub.Status, IdempotentReplayed: sub.Replayed,
+		PollURL: "/v1/queries/" + sub.RequestID, StreamURL: "/v1/queries/" + sub.RequestID + "/stream",
+	})
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	raw, err := s.Queries.Get(r.Context(), caller(r), id)
+	if err != nil {
+		s.writeError(w, r, err, "")
+		return
+	}
+	writeRaw(w, http.StatusOK, raw)
+}
+
+// ModelGroup is one group of the catalog: a first-party provider, or custom.
+type ModelGroup struct {
+	Name      string          `json:"name"`
+	Backend   string          `json:"backend,omitempty"`
+	Simulated bool            `json:"simulated"`
+	Models    []catalog.Model `json:"models"`
+}
+
+// ModelsResponse is the body of GET /v1/models.
+type ModelsResponse struct {
+	Object string       `json:"object"`
+	Groups []ModelGroup `json:"groups"`
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	resp := ModelsResponse{Object: "catalog"}
+	for _, p := range s.Catalog.Providers {
+		resp.Groups = append(resp.Groups, ModelGroup{Name: p.Key, Backend: p.Backend, Simulated: p.Simulated(), Models: p.Models})
+	}
+	resp.Groups = append(resp.Groups, ModelGroup{Name: "custom", Models: []catalog.Model{}})
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				logger(r).Error().Interface("panic", v).Msg("handler panicked")
+				writeJSON(w, http.StatusInternalServerError, Envelope(apperr.New(apperr.Internal, "internal error"), "", ""))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,90 @@
+// Package handlers is the HTTP layer: decode, call, encode. It holds no
+// business rules; those live in the packages it calls.
+package handlers
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
+)
+
+// Status maps an error code to its HTTP status. It is the only place that does.
+func Status(code string) int {
+	switch code {
+	case apperr.InvalidRequest, apperr.InvalidPrompt, apperr.InvalidMode, apperr.InvalidModels, apperr.InvalidModel:
+		return http.StatusBadRequest
+	case apperr.InsufficientCredits, apperr.MonthlyCapExceeded:
+		return http.StatusPaymentRequired
+	case apperr.RateLimited:
+		return http.StatusTooManyRequests
+	case apperr.IdempotencyConflict, apperr.InvalidTransition:
+		return http.StatusConflict
+	case apperr.InvalidAPIKey, apperr.KeyRevoked, apperr.InvalidAdminToken:
+		return http.StatusUnauthorized
+	case apperr.KeySuspended, apperr.KeyDisabled:
+		return http.StatusForbidden
+	case apperr.NotFound:
+		return http.StatusNotFound
+	case apperr.ServiceRestarting:
+		return http.StatusServiceUnavailable
+	case apperr.ProviderError, apperr.AggregationFailed:
+		return http.StatusBadGateway
+	}
+	return http.StatusInternalServerError
+}
+
+// ErrorBody is the error envelope of spec 2.6.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inside of the envelope.
+type ErrorDetail struct {
+	Code              string  `json:"code"`
+	Message           string  `json:"message"`
+	RequestID         *string `json:"request_id"`
+	Retriable         bool    `json:"retriable"`
+	RetryAfterSeconds *int    `json:"retry_after_seconds"`
+	DocsURL           string  `json:"docs_url"`
+}
+
+// Envelope builds the envelope of e; requestID is the query it concerns, if any.
+func Envelope(e *apperr.Error, requestID, docsBase string) ErrorBody {
+	d := ErrorDetail{Code: e.Code, Message: e.Message, Retriable: e.Retriable(), DocsURL: docsBase + "/errors/" + e.Code}
+	if requestID != "" {
+		d.RequestID = &requestID
+	}
+	if e.RetryAfter > 0 {
+		ra := e.RetryAfter
+		d.RetryAfterSeconds = &ra
+	}
+	return ErrorBody{Error: d}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeRaw(w http.ResponseWriter, status int, raw []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(raw)
+	_, _ = w.Write([]byte("\n"))
+}
+
+// writeError writes err as the envelope. Errors that are not application
+// errors are logged in detail and answered as a bare internal_error.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, requestID string) {
+	e := apperr.From(err)
+	if e.Code == apperr.Internal {
+		logger(r).Error().Err(err).Msg("internal error")
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	writeJSON(w, Status(e.Code), Envelope(e, requestID, s.DocsURL))
+}

@@ -1,0 +1,41 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/rs/zerolog"
+
+	"github.com/crosscheck/crosscheck/internal/keys"
+)
+
+type logKey struct{}
+
+func logger(r *http.Request) *zerolog.Logger {
+	if l, ok := r.Context().Value(logKey{}).(*zerolog.Logger); ok {
+		return l
+	}
+	l := zerolog.Nop()
+	return &l
+}
+
+// accessLog writes one structured line per request: method, path, status,
+// duration and the key's public fingerprint. The Authorization header itself
+// is never logged; the fingerprint is taken only from a well-formed key.
+func accessLog(base zerolog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			l := base.With().Str("method", r.Method).Str("path", r.URL.Path).Logger()
+			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logKey{}, &l)))
+			ev := l.Info().Int("status", ww.Status()).Dur("duration", time.Since(start))
+			if k, err := keys.FromBearer(r.Header.Get("Authorization")); err == nil {
+				ev = ev.Str("key_fingerprint", k.Fingerprint)
+			}
+			ev.Msg("request")
+		})
+	}
+}

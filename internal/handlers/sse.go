@@ -1,0 +1,122 @@
+package handlers
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/projections"
+)
+
+// Progress is the data of an SSE progress event.
+type Progress struct {
+	RequestID       string `json:"request_id"`
+	Stage           string `json:"stage"`
+	ProgressPercent int    `json:"progress_percent"`
+	Message         string `json:"message,omitempty"`
+}
+
+// StreamError is the data of an SSE error event: the envelope plus the query.
+type StreamError struct {
+	ErrorBody
+	RequestID string `json:"request_id"`
+	Status    string `json:"status"`
+}
+
+// stream serves GET /v1/queries/{id}/stream: the query's history from its
+// first event, then live, as progress events, then exactly one result or
+// error event, and the connection closes. Each event's id is its stream
+// sequence; Last-Event-ID resumes after it.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if _, err := s.Queries.Get(r.Context(), caller(r), id); err != nil {
+		s.writeError(w, r, err, "")
+		return
+	}
+	var after uint64
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			s.writeError(w, r, apperr.New(apperr.InvalidRequest, "Last-Event-ID must be the id of an event this stream sent"), "")
+			return
+		}
+		after = n
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		s.writeError(w, r, apperr.New(apperr.Internal, "streaming unsupported"), "")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, "retry: 2000\n\n")
+	flusher.Flush()
+
+	recs, errc := s.Events.FollowQuery(r.Context(), id)
+	beat := time.NewTicker(s.heartbeat())
+	defer beat.Stop()
+	doc := &projections.QueryDoc{}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-beat.C:
+			fmt.Fprint(w, ": heartbeat\n\n")
+			flusher.Flush()
+		case err, ok := <-errc:
+			if ok && err != nil {
+				logger(r).Warn().Err(err).Str("request_id", id).Msg("stream: following the query failed")
+			}
+			return
+		case rec := <-recs:
+			doc.Apply(rec)
+			terminal := doc.Result.Terminal()
+			if rec.Seq > after {
+				writeEvent(w, rec.Seq, s.sseEvent(rec, doc))
+				flusher.Flush()
+			}
+			if terminal {
+				return
+			}
+		}
+	}
+}
+
+type sseEvent struct {
+	name string
+	data any
+}
+
+func (s *Server) sseEvent(rec events.Record, doc *projections.QueryDoc) sseEvent {
+	res := &doc.Result
+	switch e := rec.Event.(type) {
+	case events.QueryCompleted:
+		return sseEvent{"result", res}
+	case events.QueryFailed:
+		env := Envelope(&apperr.Error{Code: e.Code, Message: e.Message}, res.RequestID, s.DocsURL)
+		return sseEvent{"error", StreamError{ErrorBody: env, RequestID: res.RequestID, Status: res.Status}}
+	}
+	return sseEvent{"progress", Progress{RequestID: res.RequestID, Stage: res.Stage, ProgressPercent: res.ProgressPercent, Message: projections.Describe(rec)}}
+}
+
+func writeEvent(w http.ResponseWriter, seq uint64, ev sseEvent) {
+	data, _ := json.Marshal(ev.data)
+	fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, ev.name, data)
+}
+
+func (s *Server) heartbeat() time.Duration {
+	if s.Heartbeat > 0 {
+		return s.Heartbeat
+	}
+	return 15 * time.Second
+}

@@ -1,0 +1,214 @@
+// Package projections folds events into read models: the pure folds, and the
+// runners that feed them from JetStream into KV buckets. A read model can be
+// deleted and rebuilt from its stream to the same bytes.
+package projections
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/crosscheck/crosscheck/internal/events"
+)
+
+// QueryDoc is one entry of the query read model: the API result of the query
+// plus what the service needs to authorise reads of it.
+type QueryDoc struct {
+	// Seq is the stream sequence of the last event applied.
+	Seq            uint64 `json:"seq"`
+	AccountID      string `json:"account_id"`
+	KeyFingerprint string `json:"key_fingerprint"`
+	Result         Result `json:"result"`
+}
+
+// Result is the query result of spec 2.3, as GET /v1/queries/{id} returns it.
+type Result struct {
+	RequestID       string         `json:"request_id"`
+	Object          string         `json:"object"`
+	Mode            string         `json:"mode"`
+	Status          string         `json:"status"`
+	Stage           string         `json:"stage"`
+	ProgressPercent int            `json:"progress_percent"`
+	Answer          *events.Answer `json:"answer,omitempty"`
+	Models          []ModelResult  `json:"models"`
+	Synthesis       *Synthesis     `json:"synthesis,omitempty"`
+	Error           *ResultError   `json:"error,omitempty"`
+	CreatedAt       time.Time      `json:"created_at"`
+	StartedAt       *time.Time     `json:"started_at,omitempty"`
+	CompletedAt     *time.Time     `json:"completed_at,omitempty"`
+}
+
+// ModelResult is one participating model's own answer.
+type ModelResult struct {
+	Provider    string            `json:"provider"`
+	ModelID     string            `json:"model_id"`
+	CustomModel string            `json:"custom_model,omitempty"`
+	Simulated   bool              `json:"simulated"`
+	Status      string            `json:"status"`
+	Answer      string            `json:"answer,omitempty"`
+	Citations   []events.Citation `json:"citations"`
+	Usage       *events.Usage     `json:"usage,omitempty"`
+	LatencyMS   int64             `json:"latency_ms"`
+	Error       *ModelError       `json:"error,omitempty"`
+}
+
+// Model statuses within a query.
+const (
+	ModelPending  = "pending"
+	ModelAnswered = "answered"
+	ModelFailed   = "failed"
+)
+
+// ModelError says why one model did not answer.
+type ModelError struct {
+	Class          string `json:"class"`
+	Message        string `json:"message"`
+	UpstreamStatus int    `json:"upstream_status,omitempty"`
+}
+
+// Synthesis says which model wrote the one answer and what it used.
+type Synthesis struct {
+	Provider  string       `json:"provider"`
+	ModelID   string       `json:"model_id"`
+	Simulated bool         `json:"simulated"`
+	Usage     events.Usage `json:"usage"`
+	LatencyMS int64        `json:"latency_ms"`
+}
+
+// ResultError is the error of a failed query.
+type ResultError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Apply folds one query event into d. Events at or below d.Seq were applied
+// already and are ignored, so redelivery is harmless.
+func (d *QueryDoc) Apply(r events.Record) {
+	if r.Seq <= d.Seq {
+		return
+	}
+	d.Seq = r.Seq
+	res := &d.Result
+	at := r.Envelope.Time
+	switch e := r.Event.(type) {
+	case events.QuerySubmitted:
+		d.AccountID, d.KeyFingerprint = e.AccountID, e.KeyFingerprint
+		*res = Result{
+			RequestID: e.RequestID, Object: "query", Mode: e.Mode,
+			Status: events.StatusQueued, Stage: events.StageQueued, CreatedAt: at,
+			Models: make([]ModelResult, 0, len(e.Models)),
+		}
+		for _, m := range e.Models {
+			res.Models = append(res.Models, ModelResult{
+				Provider: m.Provider, ModelID: m.ModelID, CustomModel: m.CustomModel,
+				Simulated: m.Simulated, Status: ModelPending, Citations: []events.Citation{},
+			})
+		}
+	case events.QueryStarted:
+		res.Status, res.StartedAt = events.StatusRunning, &at
+		res.advance(events.StageRunningModels, 5)
+	case events.ModelAnswered:
+		if m := res.model(e.Model); m != nil {
+			usage := e.Usage
+			m.Status, m.Answer, m.Usage, m.LatencyMS = ModelAnswered, e.Answer, &usage, e.LatencyMS
+			if e.Citations != nil {
+				m.Citations = e.Citations
+			}
+		}
+		res.advance(events.StageRunningModels, res.modelsPercent())
+	case events.ModelFailed:
+		if m := res.model(e.Model); m != nil {
+			m.Status, m.LatencyMS = ModelFailed, e.LatencyMS
+			m.Error = &ModelError{Class: e.Class, Message: e.Message, UpstreamStatus: e.UpstreamStatus}
+		}
+		res.advance(events.StageRunningModels, res.modelsPercent())
+	case events.ProgressReported:
+		res.advance(e.Stage, e.Percent)
+	case events.Synthesized:
+		answer := e.Answer
+		res.Answer = &answer
+		res.Synthesis = &Synthesis{Provider: e.Model.Provider, ModelID: e.Model.ModelID, Simulated: e.Model.Simulated, Usage: e.Usage, LatencyMS: e.LatencyMS}
+		res.advance(events.StageAggregating, 95)
+	case events.QueryCompleted:
+		res.Status, res.CompletedAt, res.ProgressPercent = events.StatusCompleted, &at, 100
+	case events.QueryFailed:
+		res.Status, res.CompletedAt = events.StatusFailed, &at
+		res.Error = &ResultError{Code: e.Code, Message: e.Message}
+	}
+}
+
+// advance moves the stage and never lets progress go backwards.
+func (r *Result) advance(stage string, percent int) {
+	r.Stage = stage
+	if percent > r.ProgressPercent {
+		r.ProgressPercent = percent
+	}
+}
+
+func (r *Result) model(ref events.ModelRef) *ModelResult {
+	for i := range r.Models {
+		m := &r.Models[i]
+		if m.Provider == ref.Provider && m.CustomModel == ref.CustomModel {
+			return m
+		}
+	}
+	return nil
+}
+
+// modelsPercent spreads the model stage over 5..85 percent.
+func (r *Result) modelsPercent() int {
+	done := 0
+	for _, m := range r.Models {
+		if m.Status != ModelPending {
+			done++
+		}
+	}
+	if len(r.Models) == 0 {
+		return 85
+	}
+	return 5 + 80*done/len(r.Models)
+}
+
+// Terminal reports whether the result is final.
+func (r *Result) Terminal() bool {
+	return r.Status == events.StatusCompleted || r.Status == events.StatusFailed
+}
+
+// Describe returns a short human message for a progress update about r.
+func Describe(r events.Record) string {
+	switch e := r.Event.(type) {
+	case events.QuerySubmitted:
+		return "query accepted"
+	case events.QueryStarted:
+		return "running the selected models"
+	case events.ModelAnswered:
+		return fmt.Sprintf("%s answered (%s)", e.Model.Key(), e.Model.ModelID)
+	case events.ModelFailed:
+		return fmt.Sprintf("%s failed (%s)", e.Model.Key(), e.Class)
+	case events.ProgressReported:
+		return e.Message
+	case events.Synthesized:
+		return "one answer synthesized"
+	}
+	return ""
+}
+
+// FoldQuery folds a query's records into a new document.
+func FoldQuery(recs []events.Record) *QueryDoc {
+	d := &QueryDoc{}
+	for _, r := range recs {
+		d.Apply(r)
+	}
+	return d
+}
+
+// Encode returns the stored form of d.
+func (d *QueryDoc) Encode() ([]byte, error) { return json.Marshal(d) }
+
+// StoredQuery is the stored form read back with the result kept as bytes, so a
+// poll answers without re-encoding.
+type StoredQuery struct {
+	Seq       uint64          `json:"seq"`
+	AccountID string          `json:"account_id"`
+	Result    json.RawMessage `json:"result"`
+}

@@ -1,0 +1,100 @@
+// Package providers is the one interface every model call goes through, and the
+// classified error its backends return. Each backend lives in a package of its
+// own below this one.
+package providers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/crosscheck/crosscheck/internal/events"
+)
+
+// Message roles.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Message is one chat message.
+type Message struct {
+	Role    string
+	Content string
+}
+
+// Schema asks for structured output: a JSON object valid against JSON.
+type Schema struct {
+	Name string
+	JSON json.RawMessage
+}
+
+// Request is one model call.
+type Request struct {
+	// Model is the catalog model_id.
+	Model    string
+	Messages []Message
+	// Schema, when set, asks for a JSON object in Response.JSON.
+	Schema *Schema
+}
+
+// Response is what a model returned.
+type Response struct {
+	Text      string
+	JSON      json.RawMessage
+	Citations []events.Citation
+	Usage     events.Usage
+	Latency   time.Duration
+}
+
+// Provider is a model backend.
+type Provider interface {
+	// Complete runs one call. Its error is an *Error when the failure is the
+	// upstream's, or the context's error when ctx ended.
+	Complete(ctx context.Context, req Request) (Response, error)
+}
+
+// Failure classes of an upstream error.
+const (
+	ClassRateLimited     = "rate_limited"
+	ClassServerError     = "server_error"
+	ClassTimeout         = "timeout"
+	ClassAuthentication  = "authentication"
+	ClassBadRequest      = "bad_request"
+	ClassContentFiltered = "content_filtered"
+	ClassInvalidOutput   = "invalid_output"
+)
+
+// Error is a classified upstream failure.
+type Error struct {
+	Class      string
+	Status     int
+	Message    string
+	RetryAfter time.Duration
+}
+
+func (e *Error) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("%s (upstream status %d): %s", e.Class, e.Status, e.Message)
+	}
+	return e.Class + ": " + e.Message
+}
+
+// Classify returns the *Error in err's chain, or one of class timeout for a
+// context deadline and server_error for anything else.
+func Classify(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Class: ClassTimeout, Message: "the model call timed out"}
+	}
+	return &Error{Class: ClassServerError, Message: err.Error()}
+}
+
+// Set maps provider keys to the backends that serve them.
+type Set map[string]Provider

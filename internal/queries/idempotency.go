@@ -1,0 +1,84 @@
+package queries
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
+)
+
+// MaxIdempotencyKeyLen is the longest Idempotency-Key accepted (spec section 8).
+const MaxIdempotencyKeyLen = 200
+
+// IdempotencyWindow is how long a key binds its request (spec section 4).
+const IdempotencyWindow = 24 * time.Hour
+
+// claim is the value of an idempotency entry: which request a key is bound to.
+type claim struct {
+	RequestID string    `json:"request_id"`
+	BodyHash  string    `json:"body_hash"`
+	At        time.Time `json:"at"`
+}
+
+// claimKey derives the bucket key: the key is scoped to one API key, and the
+// client's text is hashed so any characters are allowed.
+func claimKey(fingerprint, idempotencyKey string) string {
+	sum := sha256.Sum256([]byte(fingerprint + "\x00" + idempotencyKey))
+	return hex.EncodeToString(sum[:])
+}
+
+// ValidateIdempotencyKey checks the header value of a request that sent one.
+func ValidateIdempotencyKey(k string) error {
+	switch {
+	case k == "":
+		return apperr.New(apperr.InvalidRequest, "Idempotency-Key must not be empty")
+	case len(k) > MaxIdempotencyKeyLen:
+		return apperr.New(apperr.InvalidRequest, "Idempotency-Key is %d characters; at most %d are allowed", len(k), MaxIdempotencyKeyLen)
+	}
+	return nil
+}
+
+// bind binds the Idempotency-Key to fresh, unless it is already bound within
+// the window: then it returns the bound request id, or idempotency_conflict
+// when the bound request had a different body. The first writer wins.
+func (s *Service) bind(ctx context.Context, fingerprint, idempotencyKey, bodyHash, fresh string) (string, error) {
+	key := claimKey(fingerprint, idempotencyKey)
+	want, _ := json.Marshal(claim{RequestID: fresh, BodyHash: bodyHash, At: s.Now().UTC()})
+	for {
+		_, err := s.Store.Idempotency.Create(ctx, key, want)
+		if err == nil {
+			return fresh, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return "", unavailable(err)
+		}
+		entry, err := s.Store.Idempotency.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return "", unavailable(err)
+		}
+		var cur claim
+		if err := json.Unmarshal(entry.Value(), &cur); err != nil {
+			return "", err
+		}
+		if s.Now().Sub(cur.At) >= IdempotencyWindow {
+			// Rule 3: an expired key starts a new submission.
+			if _, err := s.Store.Idempotency.Update(ctx, key, want, entry.Revision()); err == nil {
+				return fresh, nil
+			}
+			continue
+		}
+		if cur.BodyHash != bodyHash {
+			return "", apperr.New(apperr.IdempotencyConflict, "this Idempotency-Key was used with a different request body in the last 24 hours (request %s)", cur.RequestID)
+		}
+		return cur.RequestID, nil
+	}
+}

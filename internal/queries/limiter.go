@@ -1,0 +1,220 @@
+package queries
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/events"
+)
+
+// InflightLimit is the number of in-flight queries one API key may have (spec
+// section 8).
+const InflightLimit = 8
+
+// RetryAfterSeconds is the Retry-After of a rate_limited answer.
+const RetryAfterSeconds = 30
+
+// ConsumerInflightRelease is the durable consumer that frees a slot on each
+// terminal query event. It is persistent state: never rename it.
+const ConsumerInflightRelease = "inflight_release"
+
+// slotGrace is how old a slot must be before a full key checks it against the
+// query's events (it may belong to a submission still being appended).
+const slotGrace = 10 * time.Second
+
+type slot struct {
+	ID string    `json:"id"`
+	At time.Time `json:"at"`
+}
+
+type slots struct {
+	Requests []slot `json:"requests"`
+}
+
+func (s *slots) has(id string) bool {
+	return slices.ContainsFunc(s.Requests, func(x slot) bool { return x.ID == id })
+}
+
+// acquire takes an in-flight slot of the key for request id, exactly: the
+// slot set of a key is one KV entry changed by compare-and-set, so concurrent
+// submissions on any number of processes see each other. Taking a slot the
+// request holds already succeeds.
+func (s *Service) acquire(ctx context.Context, fingerprint, id string) error {
+	for {
+		cur, rev, err := s.loadSlots(ctx, fingerprint)
+		if err != nil {
+			return err
+		}
+		if cur.has(id) {
+			return nil
+		}
+		if len(cur.Requests) >= s.limit() {
+			healed, err := s.heal(ctx, cur)
+			if err != nil {
+				return err
+			}
+			if len(healed.Requests) >= s.limit() {
+				return &apperr.Error{
+					Code:       apperr.RateLimited,
+					Message:    "this API key has 8 queries in flight; wait for one to finish",
+					RetryAfter: RetryAfterSeconds,
+				}
+			}
+			cur = healed
+		}
+		cur.Requests = append(cur.Requests, slot{ID: id, At: s.Now().UTC()})
+		ok, err := s.storeSlots(ctx, fingerprint, cur, rev)
+		if err != nil || ok {
+			return err
+		}
+	}
+}
+
+// release frees request id's slot; freeing a slot that is not held succeeds.
+func (s *Service) release(ctx context.Context, fingerprint, id string) error {
+	for {
+		cur, rev, err := s.loadSlots(ctx, fingerprint)
+		if err != nil {
+			return err
+		}
+		if !cur.has(id) {
+			return nil
+		}
+		cur.Requests = slices.DeleteFunc(cur.Requests, func(x slot) bool { return x.ID == id })
+		ok, err := s.storeSlots(ctx, fingerprint, cur, rev)
+		if err != nil || ok {
+			return err
+		}
+	}
+}
+
+func (s *Service) limit() int {
+	if s.Limit > 0 {
+		return s.Limit
+	}
+	return InflightLimit
+}
+
+func (s *Service) loadSlots(ctx context.Context, fingerprint string) (*slots, uint64, error) {
+	entry, err := s.Store.Inflight.Get(ctx, fingerprint)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return &slots{}, 0, nil
+	}
+	if err != nil {
+		return nil, 0, unavailable(err)
+	}
+	var cur slots
+	if err := json.Unmarshal(entry.Value(), &cur); err != nil {
+		return nil, 0, err
+	}
+	return &cur, entry.Revision(), nil
+}
+
+// storeSlots writes the set if it is still at rev; false means another writer
+// came first and the caller must reload.
+func (s *Service) storeSlots(ctx context.Context, fingerprint string, cur *slots, rev uint64) (bool, error) {
+	data, err := json.Marshal(cur)
+	if err != nil {
+		return false, err
+	}
+	if rev == 0 {
+		_, err = s.Store.Inflight.Create(ctx, fingerprint, data)
+	} else {
+		_, err = s.Store.Inflight.Update(ctx, fingerprint, data, rev)
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return false, nil
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		return false, nil
+	}
+	return false, unavailable(err)
+}
+
+// heal drops slots that no longer hold a query in flight: a submission that
+// never reached the stream (its process died between the two steps), or a
+// query that ended but whose release has not been applied yet. Only slots
+// older than slotGrace are checked.
+func (s *Service) heal(ctx context.Context, cur *slots) (*slots, error) {
+	out := &slots{}
+	for _, sl := range cur.Requests {
+		if s.Now().Sub(sl.At) < slotGrace {
+			out.Requests = append(out.Requests, sl)
+			continue
+		}
+		live, err := s.inFlight(ctx, sl.ID)
+		if err != nil {
+			return nil, err
+		}
+		if live {
+			out.Requests = append(out.Requests, sl)
+		}
+	}
+	return out, nil
+}
+
+func (s *Service) inFlight(ctx context.Context, id string) (bool, error) {
+	sub, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, id, events.QuerySubmitted{}.EventName()))
+	if err != nil || sub == nil {
+		return false, unavailableOr(err)
+	}
+	for _, name := range events.TerminalEvents {
+		rec, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, id, name))
+		if err != nil {
+			return false, unavailable(err)
+		}
+		if rec != nil {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// ReleaseOnTerminal is the handler of ConsumerInflightRelease: it frees the
+// slot of each query that completed or failed. It is idempotent.
+func (s *Service) ReleaseOnTerminal(ctx context.Context, r events.Record) error {
+	id := events.AggregateID(r.Envelope.Subject)
+	sub, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, id, events.QuerySubmitted{}.EventName()))
+	if err != nil || sub == nil {
+		return err
+	}
+	return s.release(ctx, sub.Event.(events.QuerySubmitted).KeyFingerprint, id)
+}
+
+// TerminalFilters are the subjects ConsumerInflightRelease reads.
+func TerminalFilters() []string {
+	out := make([]string, 0, len(events.TerminalEvents))
+	for _, name := range events.TerminalEvents {
+		out = append(out, "ev."+events.AggregateQuery+".*."+name)
+	}
+	return out
+}
+
+func unavailableOr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return unavailable(err)
+}
+
+func unavailable(err error) error {
+	var ae *apperr.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return &apperr.Error{Code: apperr.ServiceRestarting, Message: "the event store is unavailable; resubmit with the same Idempotency-Key", RetryAfter: 1}
+}
+

@@ -1,0 +1,165 @@
+package queries
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/crosscheck/crosscheck/internal/accounts"
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/catalog"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/projections"
+)
+
+// Service admits queries and reads them back.
+type Service struct {
+	Store   *eventstore.Store
+	Catalog *catalog.Catalog
+	// Modes are the modes this server runs.
+	Modes map[string]bool
+	// Limit overrides InflightLimit when positive.
+	Limit int
+	Now   func() time.Time
+}
+
+// Submission is the outcome of an accepted submission.
+type Submission struct {
+	RequestID string
+	Status    string
+	Replayed  bool
+}
+
+// Submit validates body and admits it as a query of caller. With an
+// Idempotency-Key (hasKey), the same key and body within 24 hours give the
+// original request id with Replayed set; a different body gives
+// idempotency_conflict. Identical concurrent submissions make one query.
+//
+// Admission is: bind the key (if any), take an in-flight slot, append the
+// submitted event. A process that dies between those steps strands nothing: a
+// retry with the same key finds its binding and finishes the submission, and
+// an orphaned slot is healed when the key is next full.
+func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byte, idempotencyKey string, hasKey bool) (Submission, error) {
+	if hasKey {
+		if err := ValidateIdempotencyKey(idempotencyKey); err != nil {
+			return Submission{}, err
+		}
+	}
+	req, err := Decode(body, s.Catalog, s.Modes)
+	if err != nil {
+		return Submission{}, err
+	}
+	requestID := NewRequestID()
+	if hasKey {
+		bound, err := s.bind(ctx, caller.Fingerprint, idempotencyKey, req.Hash(), requestID)
+		if err != nil {
+			return Submission{}, err
+		}
+		if bound != requestID {
+			requestID = bound
+			rec, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, requestID, events.QuerySubmitted{}.EventName()))
+			if err != nil {
+				return Submission{}, unavailable(err)
+			}
+			if rec != nil {
+				return Submission{RequestID: requestID, Status: s.status(ctx, requestID), Replayed: true}, nil
+			}
+			// The key was bound but its submission never landed: finish it.
+		}
+	}
+	if err := s.acquire(ctx, caller.Fingerprint, requestID); err != nil {
+		return Submission{}, err
+	}
+	env, err := events.Wrap(events.AggregateQuery, requestID, events.QuerySubmitted{
+		RequestID: requestID, AccountID: caller.AccountID, KeyFingerprint: caller.Fingerprint,
+		Mode: req.Mode, Prompt: req.Prompt, Models: req.Selected,
+	}, s.Now())
+	if err != nil {
+		return Submission{}, err
+	}
+	// The submitted event's id is the request id's ULID, so identical
+	// concurrent retries are one publish to the server's dedup.
+	env.ID = strings.TrimPrefix(requestID, "req_")
+	_, dup, err := s.Store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, requestID), Seq: 0})
+	switch {
+	case errors.Is(err, eventstore.ErrConflict) || (err == nil && dup):
+		return Submission{RequestID: requestID, Status: s.status(ctx, requestID), Replayed: true}, nil
+	case err != nil:
+		// Best effort: if this fails too, the slot heals later.
+		_ = s.release(context.WithoutCancel(ctx), caller.Fingerprint, requestID)
+		return Submission{}, unavailable(err)
+	}
+	return Submission{RequestID: requestID, Status: events.StatusQueued}, nil
+}
+
+// NewRequestID returns a new request id: "req_" and a ULID.
+func NewRequestID() string { return "req_" + events.NewID() }
+
+// ValidRequestID reports whether id has the form of a request id.
+func ValidRequestID(id string) bool {
+	if !strings.HasPrefix(id, "req_") {
+		return false
+	}
+	_, err := ulid.ParseStrict(id[4:])
+	return err == nil && strings.ToUpper(id[4:]) == id[4:]
+}
+
+func (s *Service) status(ctx context.Context, id string) string {
+	raw, _, err := s.read(ctx, id)
+	if err != nil || raw == nil {
+		return events.StatusQueued
+	}
+	var r struct {
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal(raw, &r)
+	return r.Status
+}
+
+// Get returns the result of caller's query id as JSON. A query of another
+// account is not_found, as is an unknown id. A query that was accepted is
+// never not_found: when the read model has not caught up, the result is folded
+// from the stream.
+func (s *Service) Get(ctx context.Context, caller accounts.Caller, id string) (json.RawMessage, error) {
+	raw, owner, err := s.read(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if raw == nil || owner != caller.AccountID {
+		return nil, apperr.New(apperr.NotFound, "no query %q for this account", truncate(id))
+	}
+	return raw, nil
+}
+
+func (s *Service) read(ctx context.Context, id string) (json.RawMessage, string, error) {
+	if !ValidRequestID(id) {
+		return nil, "", nil
+	}
+	entry, err := s.Store.QueryStatus.Get(ctx, id)
+	switch {
+	case err == nil:
+		var doc projections.StoredQuery
+		if err := json.Unmarshal(entry.Value(), &doc); err != nil {
+			return nil, "", err
+		}
+		return doc.Result, doc.AccountID, nil
+	case !errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil, "", unavailable(err)
+	}
+	_, recs, err := s.Store.LoadQuery(ctx, id)
+	if err != nil {
+		return nil, "", unavailable(err)
+	}
+	if len(recs) == 0 {
+		return nil, "", nil
+	}
+	doc := projections.FoldQuery(recs)
+	raw, err := json.Marshal(doc.Result)
+	return raw, doc.AccountID, err
+}

@@ -1,0 +1,188 @@
+// Package worker runs queries. The event log is the queue: a worker is a
+// durable pull consumer on submitted events with a short AckWait that
+// in-progress acks keep alive while the job runs, so a dead worker's job is
+// redelivered within seconds and resumes from the query's own events.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/modes"
+)
+
+// ConsumerName is the workers' durable consumer. It is persistent state:
+// never rename it.
+const ConsumerName = "worker_queries"
+
+// Mode runs one query from its recorded events to a terminal event.
+type Mode interface {
+	Run(ctx context.Context, q *events.Query, emit modes.Emit) error
+}
+
+// Worker consumes submitted queries and runs them.
+type Worker struct {
+	Store *eventstore.Store
+	Modes map[string]Mode
+	Log   zerolog.Logger
+	Now   func() time.Time
+	// AckWait is how long a job may go without an in-progress ack before it
+	// is redelivered to another worker.
+	AckWait time.Duration
+	// MaxJobs bounds the jobs run at once.
+	MaxJobs int
+	// Grace is how long Run lets running jobs finish after ctx ends before it
+	// cancels them and hands them back.
+	Grace time.Duration
+}
+
+// Run consumes jobs until ctx ends, then lets running jobs finish for Grace,
+// cancels the rest and hands them back for redelivery.
+func (w *Worker) Run(ctx context.Context) error {
+	cons, err := w.Store.Queries.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       ConsumerName,
+		FilterSubject: "ev." + events.AggregateQuery + ".*." + events.QuerySubmitted{}.EventName(),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       w.AckWait,
+		MaxAckPending: w.MaxJobs,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", ConsumerName, err)
+	}
+	msgs, err := cons.Messages(jetstream.PullMaxMessages(min(w.MaxJobs, 256)))
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", ConsumerName, err)
+	}
+	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelJobs()
+	go func() {
+		<-ctx.Done()
+		msgs.Stop()
+	}()
+	slots := make(chan struct{}, w.MaxJobs)
+	var jobs sync.WaitGroup
+	for {
+		msg, err := msgs.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				break
+			}
+			w.Log.Warn().Err(err).Msg("worker: next message")
+			continue
+		}
+		slots <- struct{}{}
+		jobs.Go(func() {
+			defer func() { <-slots }()
+			w.handle(jobCtx, msg)
+		})
+	}
+	done := make(chan struct{})
+	go func() { jobs.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.Grace):
+		cancelJobs()
+		<-done
+	}
+	return nil
+}
+
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+	id := events.AggregateID(msg.Subject())
+	log := w.Log.With().Str("request_id", id).Logger()
+	keepalive, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		t := time.NewTicker(max(w.AckWait/3, 100*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-keepalive.Done():
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	err := w.run(ctx, id)
+	stop()
+	switch {
+	case err == nil:
+		_ = msg.Ack()
+	case ctx.Err() != nil:
+		// Shutting down: hand the job back at once.
+		_ = msg.Nak()
+	default:
+		log.Warn().Err(err).Msg("worker: job interrupted; it will be redelivered")
+		_ = msg.NakWithDelay(time.Second)
+	}
+}
+
+// run loads the query and runs its mode. A conflict on the terminal append
+// means another worker got there: reload and decide again.
+func (w *Worker) run(ctx context.Context, id string) error {
+	for attempt := 0; attempt < 5; attempt++ {
+		q, _, err := w.Store.LoadQuery(ctx, id)
+		if err != nil {
+			return err
+		}
+		if q.Submitted == nil || q.Terminal() {
+			return nil
+		}
+		em := &emitter{store: w.Store, id: id, last: q.LastSeq, now: w.Now}
+		mode, ok := w.Modes[q.Submitted.Mode]
+		if !ok {
+			err = em.emit(ctx, events.QueryFailed{Code: apperr.InvalidMode, Message: "this server does not run mode " + q.Submitted.Mode})
+		} else {
+			err = mode.Run(ctx, q, em.emit)
+		}
+		if !errors.Is(err, eventstore.ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("query %s: too many concurrent appends", id)
+}
+
+// emitter appends a query's events. Terminal events are appended only if no
+// other event of the query came after the last one this worker knows, so a
+// query ends once.
+type emitter struct {
+	store *eventstore.Store
+	id    string
+	now   func() time.Time
+
+	mu   sync.Mutex
+	last uint64
+}
+
+func (e *emitter) emit(ctx context.Context, ev events.Event) error {
+	env, err := events.Wrap(events.AggregateQuery, e.id, ev, e.now())
+	if err != nil {
+		return err
+	}
+	var expect *eventstore.Expect
+	switch ev.(type) {
+	case events.QueryCompleted, events.QueryFailed:
+		e.mu.Lock()
+		expect = &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, e.id), Seq: e.last}
+		e.mu.Unlock()
+	}
+	seq, _, err := e.store.Append(ctx, env, expect)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.last = max(e.last, seq)
+	e.mu.Unlock()
+	return nil
+}
