@@ -1,0 +1,26 @@
+# crosscheck — make run starts the service on the embedded default; make test runs every test.
+GO        ?= go
+BIN       ?= bin/crosscheck
+FUZZTIME  ?= 10s
+
+.PHONY: run build test fuzz vet clean
+
+run: ## start `crosscheck serve` (embedded NATS JetStream, simulated models); honours CROSSCHECK_* settings
+	$(GO) run ./cmd/crosscheck serve
+
+build: ## build the binary into bin/
+	$(GO) build -o $(BIN) ./cmd/crosscheck
+
+vet:
+	$(GO) vet ./...
+
+test: vet ## every test, with the race detector
+	$(GO) test -race -count=1 -timeout 25m ./...
+
+fuzz: ## run each fuzz target for FUZZTIME
+	$(GO) test ./internal/keys -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/queries -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/handlers -run '^$$' -fuzz FuzzLastEventID -fuzztime $(FUZZTIME)
+
+clean:
+	rm -rf bin data
