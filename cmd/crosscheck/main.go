@@ -211,7 +211,7 @@ func (m *Main) listen(ctx context.Context) error {
 	}
 	api := &handlers.Server{
 		Auth: m.Accounts, Queries: m.Queries, Events: m.Store, Catalog: m.Catalog,
-		Log: m.Log, DocsURL: docs, Ready: m.ready,
+		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat,
 	}
 	adm := &handlers.Admin{Accounts: m.Accounts, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
 	base := func(net.Listener) context.Context { return ctx }

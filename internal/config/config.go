@@ -36,6 +36,8 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// ModelTimeout bounds one model call.
 	ModelTimeout time.Duration
+	// SSEHeartbeat is the interval of heartbeat comments on event streams.
+	SSEHeartbeat time.Duration
 }
 
 // Defaults returns the settings with nothing set.
@@ -50,6 +52,7 @@ func Defaults() Config {
 		WorkerMaxJobs: 16384,
 		ShutdownGrace: 10 * time.Second,
 		ModelTimeout:  120 * time.Second,
+		SSEHeartbeat:  15 * time.Second,
 	}
 }
 
@@ -84,6 +87,7 @@ func FromEnv() (Config, error) {
 	dur("CROSSCHECK_WORKER_ACK_WAIT", &c.WorkerAckWait)
 	dur("CROSSCHECK_SHUTDOWN_GRACE", &c.ShutdownGrace)
 	dur("CROSSCHECK_MODEL_TIMEOUT", &c.ModelTimeout)
+	dur("CROSSCHECK_SSE_HEARTBEAT", &c.SSEHeartbeat)
 	integer := func(name string, dst *int, lo int) {
 		if v := os.Getenv(name); v != "" {
 			n, err := strconv.Atoi(v)

@@ -31,7 +31,7 @@ func accessLog(base zerolog.Logger) func(http.Handler) http.Handler {
 			l := base.With().Str("method", r.Method).Str("path", r.URL.Path).Logger()
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 			next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logKey{}, &l)))
-			ev := l.Info().Int("status", ww.Status()).Dur("duration", time.Since(start))
+			ev := l.Info().Int("status", ww.Status()).Float64("duration_ms", float64(time.Since(start).Microseconds())/1000)
 			if k, err := keys.FromBearer(r.Header.Get("Authorization")); err == nil {
 				ev = ev.Str("key_fingerprint", k.Fingerprint)
 			}
