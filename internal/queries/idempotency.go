@@ -26,9 +26,9 @@ type claim struct {
 	At        time.Time `json:"at"`
 }
 
-// claimKey derives the bucket key: the key is scoped to one API key, and the
+// ClaimKey derives the bucket key: the key is scoped to one API key, and the
 // client's text is hashed so any characters are allowed.
-func claimKey(fingerprint, idempotencyKey string) string {
+func ClaimKey(fingerprint, idempotencyKey string) string {
 	sum := sha256.Sum256([]byte(fingerprint + "\x00" + idempotencyKey))
 	return hex.EncodeToString(sum[:])
 }
@@ -48,7 +48,7 @@ func ValidateIdempotencyKey(k string) error {
 // the window: then it returns the bound request id, or idempotency_conflict
 // when the bound request had a different body. The first writer wins.
 func (s *Service) bind(ctx context.Context, fingerprint, idempotencyKey, bodyHash, fresh string) (string, error) {
-	key := claimKey(fingerprint, idempotencyKey)
+	key := ClaimKey(fingerprint, idempotencyKey)
 	want, _ := json.Marshal(claim{RequestID: fresh, BodyHash: bodyHash, At: s.Now().UTC()})
 	for {
 		_, err := s.Store.Idempotency.Create(ctx, key, want)

@@ -1,0 +1,18 @@
+package main
+
+import (
+	"encoding/json"
+
+	"github.com/crosscheck/crosscheck/internal/queries"
+)
+
+// decodeForTest returns the body hash the service computes for body.
+func decodeForTest(h *harness, body any) (string, error) {
+	raw, _ := json.Marshal(body)
+	req, err := queries.Decode(raw, h.m.Catalog, map[string]bool{queries.ModeUnify: true})
+	if err != nil {
+		return "", err
+	}
+	return req.Hash(), nil
+}
+
