@@ -15,4 +15,3 @@ func decodeForTest(h *harness, body any) (string, error) {
 	}
 	return req.Hash(), nil
 }
-

@@ -59,7 +59,7 @@ func (s *syncBuffer) String() string {
 type option func(*harness)
 
 func withProviders(fn func() providers.Set) option { return func(h *harness) { h.providers = fn } }
-func withConfig(fn func(*config.Config)) option   { return func(h *harness) { fn(&h.cfg) } }
+func withConfig(fn func(*config.Config)) option    { return func(h *harness) { fn(&h.cfg) } }
 
 func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()

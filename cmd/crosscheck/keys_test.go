@@ -37,9 +37,9 @@ func TestAPIKeyStates(t *testing.T) {
 	expect(key, 200, "")
 	expect("", 401, "invalid_api_key")
 	expect("xchk_short", 401, "invalid_api_key")
-	expect("sk_x_"+key[5:], 401, "invalid_api_key")                    // wrong prefix
-	expect(key[:13]+strings.Repeat("A", 32), 401, "invalid_api_key")  // right fingerprint, wrong secret
-	expect("xchk_zzzzzzzz"+key[13:], 401, "invalid_api_key")           // unknown fingerprint
+	expect("sk_x_"+key[5:], 401, "invalid_api_key")                  // wrong prefix
+	expect(key[:13]+strings.Repeat("A", 32), 401, "invalid_api_key") // right fingerprint, wrong secret
+	expect("xchk_zzzzzzzz"+key[13:], 401, "invalid_api_key")         // unknown fingerprint
 	r := h.call(h.m.URL(), "GET", "/v1/models", "", nil, map[string]string{"Authorization": "Basic " + key})
 	must(t, r.status == 401 && r.errCode(t) == "invalid_api_key", "Basic scheme accepted: %d", r.status)
 

@@ -217,4 +217,3 @@ func unavailable(err error) error {
 	}
 	return &apperr.Error{Code: apperr.ServiceRestarting, Message: "the event store is unavailable; resubmit with the same Idempotency-Key", RetryAfter: 1}
 }
-

@@ -86,7 +86,9 @@ func Decode(body []byte, cat *catalog.Catalog, modes map[string]bool) (Request, 
 	return r, nil
 }
 
-func isNull(raw json.RawMessage) bool { return raw == nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
+func isNull(raw json.RawMessage) bool {
+	return raw == nil || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
 
 func decodeMode(raw json.RawMessage, modes map[string]bool, r *Request) error {
 	if isNull(raw) {
