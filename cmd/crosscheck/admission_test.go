@@ -20,13 +20,19 @@ import (
 type testProvider struct {
 	inner    providers.Provider
 	calls    atomic.Int64
+	answers  *atomic.Int64 // counts answer calls (not synthesis); may be shared across restarts
 	hold     chan struct{} // nil: answer at once; otherwise wait until closed
 	fail     *providers.Error
 	failJSON bool // fail only structured-output (synthesis) calls
+	// failWhen, when set, fails only calls whose prompt contains it.
+	failWhen string
 }
 
 func (p *testProvider) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
 	p.calls.Add(1)
+	if req.Schema == nil && p.answers != nil {
+		p.answers.Add(1)
+	}
 	if p.hold != nil {
 		select {
 		case <-p.hold:
@@ -34,7 +40,8 @@ func (p *testProvider) Complete(ctx context.Context, req providers.Request) (pro
 			return providers.Response{}, ctx.Err()
 		}
 	}
-	if p.fail != nil && (!p.failJSON || req.Schema != nil) {
+	prompt := req.Messages[len(req.Messages)-1].Content
+	if p.fail != nil && (!p.failJSON || req.Schema != nil) && strings.Contains(prompt, p.failWhen) {
 		return providers.Response{}, p.fail
 	}
 	return p.inner.Complete(ctx, req)

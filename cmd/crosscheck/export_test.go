@@ -15,3 +15,5 @@ func decodeForTest(h *harness, body any) (string, error) {
 	}
 	return req.Hash(), nil
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
