@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/crosscheck/crosscheck/internal/queries"
@@ -17,3 +18,5 @@ func decodeForTest(h *harness, body any) (string, error) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+type contextT = context.Context
