@@ -20,7 +20,7 @@ test: vet ## every test, with the race detector
 fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test ./internal/keys -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/queries -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/handlers -run '^$$' -fuzz FuzzLastEventID -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/handlers -run '^$$' -fuzz FuzzSSEFrame -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin data

@@ -75,7 +75,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		k, err := Parse(s)
 		if err != nil {
-			if strings.Contains(err.Error(), s) && s != "" {
+			if len(s) >= 8 && strings.Contains(err.Error(), s) {
 				t.Fatalf("error message echoes the input")
 			}
 			return
