@@ -79,9 +79,25 @@ func TestIdempotencyKey(t *testing.T) {
 	must(t, again.json(t)["request_id"] == id && again.json(t)["status"] == "completed", "replay after completion: %s", again.body)
 	must(t, h.countEvents(id, "submitted") == 1, "replays appended more submissions")
 
-	// Rule 2: same key, different body → 409.
+	// The same selection spelled differently is the same request.
+	for _, models := range []map[string]any{
+		{"provider_a": "sim-alpha-standard", "provider_b": "sim-beta-standard", "provider_c": "sim-gamma-standard", "provider_d": "sim-delta-standard"},
+		{"provider_a": "sim-alpha-standard", "provider_b": "sim-beta-standard", "provider_c": "sim-gamma-standard", "provider_d": "sim-delta-standard", "provider_z": nil},
+	} {
+		r := h.submit(key, map[string]any{"mode": "unify", "prompt": "idempotent question", "models": models}, idem)
+		if _, bad := models["provider_z"]; bad {
+			must(t, r.status == 400, "unknown provider key still validated on replay: %d", r.status)
+			continue
+		}
+		must(t, r.status == 202 && r.json(t)["request_id"] == id, "defaults listed explicitly: %d %s", r.status, r.body)
+	}
+
+	// Rule 2: same key, different body → 409, naming the original request.
 	r := h.submit(key, map[string]any{"mode": "unify", "prompt": "another question"}, idem)
 	must(t, r.status == 409 && r.errCode(t) == "idempotency_conflict", "different body: %d %s", r.status, r.body)
+	must(t, jsonPath(r.json(t), "error", "request_id") == id, "409 envelope request_id: %s", r.body)
+	r = h.submit(key, map[string]any{"mode": "unify", "prompt": "idempotent question", "models": map[string]any{"provider_a": "sim-alpha-standard"}}, idem)
+	must(t, r.status == 409, "a different selection under the same key: %d %s", r.status, r.body)
 
 	// The key is scoped to the API key: another key's identical request is new.
 	other := h.newKey()
@@ -91,6 +107,8 @@ func TestIdempotencyKey(t *testing.T) {
 	// Length: 200 characters pass, 201 do not; empty is rejected.
 	r = h.submit(key, body, map[string]string{"Idempotency-Key": strings.Repeat("k", 200)})
 	must(t, r.status == 202, "200-character key: %d %s", r.status, r.body)
+	r = h.submit(key, body, map[string]string{"Idempotency-Key": strings.Repeat("é", 200)})
+	must(t, r.status == 202, "200 two-byte characters: %d %s", r.status, r.body)
 	r = h.submit(key, body, map[string]string{"Idempotency-Key": strings.Repeat("k", 201)})
 	must(t, r.status == 400 && r.errCode(t) == "invalid_request", "201-character key: %d %s", r.status, r.body)
 

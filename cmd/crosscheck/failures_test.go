@@ -31,8 +31,11 @@ func TestModelFailures(t *testing.T) {
 	key := h.newKey()
 
 	t.Run("one model failing does not sink the query", func(t *testing.T) {
+		callsBefore := set[catalog.ProviderC].(*testProvider).calls.Load()
 		id := h.submitOK(key, "c fails here")
 		res := h.wait(key, id, 30*time.Second)
+		calls := set[catalog.ProviderC].(*testProvider).calls.Load() - callsBefore
+		must(t, calls == 3, "a retriable failure was tried %d times, want 3 (then 1 s, then 5 s, then stop)", calls)
 		must(t, res["status"] == "completed", "status %v", res["status"])
 		m := res["models"].([]any)[2]
 		must(t, jsonPath(m, "provider") == "provider_c" && jsonPath(m, "status") == "failed", "provider_c: %v", m)

@@ -82,7 +82,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 
 func (h *harness) start() {
 	h.t.Helper()
-	m := &Main{Config: h.cfg, Log: zerolog.New(h.logs), Now: h.clock.Now}
+	m := &Main{Config: h.cfg, Log: zerolog.New(h.logs), Now: h.clock.Now, RetryDelays: []time.Duration{5 * time.Millisecond, 10 * time.Millisecond}}
 	if h.providers != nil {
 		m.Providers = h.providers()
 	}

@@ -102,6 +102,8 @@ type Main struct {
 	Providers providers.Set
 	// Now overrides the clock.
 	Now func() time.Time
+	// RetryDelays override providers.DefaultRetryDelays.
+	RetryDelays []time.Duration
 
 	Store    *eventstore.Store
 	Accounts *accounts.Service
@@ -151,11 +153,19 @@ func (m *Main) Open(ctx context.Context) error {
 		return err
 	}
 	m.Catalog = catalog.Simulated()
-	if m.Providers == nil {
-		m.Providers = providers.Set{}
+	backends := m.Providers
+	if backends == nil {
+		backends = providers.Set{}
 		for _, p := range m.Catalog.Providers {
-			m.Providers[p.Key] = simulated.New(p.Key, cfg.SimLatency)
+			backends[p.Key] = simulated.New(p.Key, cfg.SimLatency)
 		}
+	}
+	if m.RetryDelays == nil {
+		m.RetryDelays = providers.DefaultRetryDelays
+	}
+	calls := providers.Set{}
+	for key, p := range backends {
+		calls[key] = &providers.Retry{Provider: p, Delays: m.RetryDelays, Timeout: cfg.ModelTimeout}
 	}
 	m.Accounts = &accounts.Service{Store: m.Store, Now: m.Now}
 	m.Queries = &queries.Service{Store: m.Store, Catalog: m.Catalog, Modes: map[string]bool{queries.ModeUnify: true}, Now: m.Now}
@@ -169,7 +179,7 @@ func (m *Main) Open(ctx context.Context) error {
 	w := &worker.Worker{
 		Store: m.Store, Log: m.Log, Now: m.Now,
 		AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, Grace: cfg.ShutdownGrace,
-		Modes: map[string]worker.Mode{queries.ModeUnify: &modes.Unify{Providers: m.Providers, CallTimeout: cfg.ModelTimeout}},
+		Modes: map[string]worker.Mode{queries.ModeUnify: &modes.Unify{Providers: calls}},
 	}
 	go func() {
 		defer close(m.workerDone)

@@ -28,6 +28,7 @@ const (
 	ProviderError       = "provider_error"
 	AggregationFailed   = "aggregation_failed"
 	NotFound            = "not_found"
+	MethodNotAllowed    = "method_not_allowed"
 	Internal            = "internal_error"
 
 	// Admin API codes.
@@ -42,6 +43,8 @@ type Error struct {
 	// RetryAfter is the number of seconds a client should wait before retrying;
 	// zero means no advice.
 	RetryAfter int
+	// RequestID names the query the error concerns, if any.
+	RequestID string
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

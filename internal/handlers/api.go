@@ -70,7 +70,7 @@ func (s *Server) Handler() http.Handler {
 		s.writeError(w, r, apperr.New(apperr.NotFound, "no route %s %s", r.Method, r.URL.Path), "")
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, apperr.New(apperr.InvalidRequest, "method %s is not allowed on %s", r.Method, r.URL.Path), "")
+		s.writeError(w, r, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path), "")
 	})
 	return r
 }

@@ -28,6 +28,7 @@ var errorDocs = map[string]string{
 	apperr.AggregationFailed:   "The models answered but the synthesis of one answer failed. Retry after 1 s, then 5 s, then stop.",
 	apperr.NotFound:            "No such resource for this account. A query of another account is reported as not found.",
 	apperr.Internal:            "An unexpected server error. It was logged; retry later.",
+	apperr.MethodNotAllowed:    "The path exists but not with this HTTP method.",
 	apperr.InvalidAdminToken:   "Admin API: the Authorization header does not carry the admin token.",
 	apperr.InvalidTransition:   "Admin API: the key's state does not allow this action (for example, a revoked key stays revoked).",
 }

@@ -27,6 +27,8 @@ func Status(code string) int {
 		return http.StatusForbidden
 	case apperr.NotFound:
 		return http.StatusNotFound
+	case apperr.MethodNotAllowed:
+		return http.StatusMethodNotAllowed
 	case apperr.ServiceRestarting:
 		return http.StatusServiceUnavailable
 	case apperr.ProviderError, apperr.AggregationFailed:
@@ -53,6 +55,9 @@ type ErrorDetail struct {
 // Envelope builds the envelope of e; requestID is the query it concerns, if any.
 func Envelope(e *apperr.Error, requestID, docsBase string) ErrorBody {
 	d := ErrorDetail{Code: e.Code, Message: e.Message, Retriable: e.Retriable(), DocsURL: docsBase + "/errors/" + e.Code}
+	if requestID == "" {
+		requestID = e.RequestID
+	}
 	if requestID != "" {
 		d.RequestID = &requestID
 	}

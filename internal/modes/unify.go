@@ -24,9 +24,8 @@ type Emit func(ctx context.Context, ev events.Event) error
 // Unify runs all selected models in parallel, then has one model synthesize a
 // single answer and list the conflicts it found and how each was resolved.
 type Unify struct {
+	// Providers serve the calls; retries and timeouts are theirs.
 	Providers providers.Set
-	// CallTimeout bounds one model call.
-	CallTimeout time.Duration
 }
 
 // SynthesisSchema is the structured output the synthesizer must return.
@@ -71,7 +70,7 @@ func (u *Unify) Run(ctx context.Context, q *events.Query, emit Emit) error {
 		return emit(ctx, events.QueryFailed{Code: apperr.ProviderError, Message: "every selected model failed: " + strings.Join(failures, "; ")})
 	}
 	if q.Synthesis == nil {
-		if err := emit(ctx, events.ProgressReported{Stage: events.StageAggregating, Percent: 85, Message: fmt.Sprintf("synthesizing one answer from %d model answers", len(answers))}); err != nil {
+		if err := emit(ctx, events.ProgressReported{Stage: events.StageAggregating, Percent: 85, Message: synthesizingMessage(len(answers))}); err != nil {
 			return err
 		}
 		syn, err := u.synthesize(ctx, q.Submitted.Prompt, answers)
@@ -162,11 +161,6 @@ func (u *Unify) complete(ctx context.Context, m events.ModelRef, req providers.R
 	if !ok {
 		return providers.Response{}, &providers.Error{Class: providers.ClassBadRequest, Message: "no backend is configured for " + m.Provider}
 	}
-	if u.CallTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, u.CallTimeout)
-		defer cancel()
-	}
 	start := time.Now()
 	resp, err := p.Complete(ctx, req)
 	if resp.Latency == 0 {
@@ -221,4 +215,11 @@ func (u *Unify) synthesize(ctx context.Context, prompt string, answers []events.
 		Usage:     resp.Usage,
 		LatencyMS: resp.Latency.Milliseconds(),
 	}, nil
+}
+
+func synthesizingMessage(n int) string {
+	if n == 1 {
+		return "one model answered; its answer is the answer"
+	}
+	return fmt.Sprintf("synthesizing one answer from %d model answers", n)
 }

@@ -98,3 +98,9 @@ func Classify(err error) *Error {
 
 // Set maps provider keys to the backends that serve them.
 type Set map[string]Provider
+
+// ProviderFunc adapts a function to Provider.
+type ProviderFunc func(ctx context.Context, req Request) (Response, error)
+
+// Complete calls f.
+func (f ProviderFunc) Complete(ctx context.Context, req Request) (Response, error) { return f(ctx, req) }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -38,8 +39,8 @@ func ValidateIdempotencyKey(k string) error {
 	switch {
 	case k == "":
 		return apperr.New(apperr.InvalidRequest, "Idempotency-Key must not be empty")
-	case len(k) > MaxIdempotencyKeyLen:
-		return apperr.New(apperr.InvalidRequest, "Idempotency-Key is %d characters; at most %d are allowed", len(k), MaxIdempotencyKeyLen)
+	case utf8.RuneCountInString(k) > MaxIdempotencyKeyLen:
+		return apperr.New(apperr.InvalidRequest, "Idempotency-Key is %d characters; at most %d are allowed", utf8.RuneCountInString(k), MaxIdempotencyKeyLen)
 	}
 	return nil
 }
@@ -77,7 +78,9 @@ func (s *Service) bind(ctx context.Context, fingerprint, idempotencyKey, bodyHas
 			continue
 		}
 		if cur.BodyHash != bodyHash {
-			return "", apperr.New(apperr.IdempotencyConflict, "this Idempotency-Key was used with a different request body in the last 24 hours (request %s)", cur.RequestID)
+			e := apperr.New(apperr.IdempotencyConflict, "this Idempotency-Key was used with a different request body in the last 24 hours (request %s)", cur.RequestID)
+			e.RequestID = cur.RequestID
+			return "", e
 		}
 		return cur.RequestID, nil
 	}

@@ -40,10 +40,16 @@ type Request struct {
 }
 
 // Hash identifies the request's content for Idempotency-Key comparison: two
-// bodies that decode to the same request have the same hash, whatever their
-// key order or white space.
+// bodies that select the same models for the same mode and prompt have the
+// same hash, whatever their key order, white space, or spelling of the
+// selection (models omitted, or listing each default, or adding null entries).
 func (r Request) Hash() string {
-	b, _ := json.Marshal(r)
+	b, _ := json.Marshal(struct {
+		Mode         string            `json:"mode"`
+		Prompt       string            `json:"prompt"`
+		Selected     []events.ModelRef `json:"selected"`
+		CustomModels []string          `json:"custom_models"`
+	}{r.Mode, r.Prompt, r.Selected, r.CustomModels})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

@@ -1,0 +1,67 @@
+package providers
+
+import (
+	"context"
+	"time"
+)
+
+// DefaultRetryDelays are the waits before the second and third attempt of a
+// retriable failure: 1 s, then 5 s, then stop (spec section 7, rule 3).
+var DefaultRetryDelays = []time.Duration{time.Second, 5 * time.Second}
+
+// Retriable reports whether the failure may pass if the call is repeated.
+func (e *Error) Retriable() bool {
+	switch e.Class {
+	case ClassRateLimited, ClassServerError, ClassTimeout:
+		return true
+	}
+	return false
+}
+
+// Retry runs each call with a timeout per attempt and repeats a retriable
+// failure after each of Delays in turn, or after the upstream's Retry-After
+// when that is longer. Other failures, and the last one, are returned as they
+// are.
+type Retry struct {
+	Provider Provider
+	Delays   []time.Duration
+	// Timeout bounds one attempt; zero means none.
+	Timeout time.Duration
+}
+
+var _ Provider = (*Retry)(nil)
+
+// Complete runs req until it succeeds, fails for good, or ctx ends.
+func (r *Retry) Complete(ctx context.Context, req Request) (Response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := r.attempt(ctx, req)
+		if err == nil || ctx.Err() != nil || attempt >= len(r.Delays) {
+			return resp, err
+		}
+		e := Classify(err)
+		if !e.Retriable() {
+			return resp, err
+		}
+		t := time.NewTimer(max(r.Delays[attempt], e.RetryAfter))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return resp, err
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Retry) attempt(ctx context.Context, req Request) (Response, error) {
+	if r.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.Timeout)
+		defer cancel()
+	}
+	start := time.Now()
+	resp, err := r.Provider.Complete(ctx, req)
+	if resp.Latency == 0 {
+		resp.Latency = time.Since(start)
+	}
+	return resp, err
+}
