@@ -103,4 +103,6 @@ type Set map[string]Provider
 type ProviderFunc func(ctx context.Context, req Request) (Response, error)
 
 // Complete calls f.
-func (f ProviderFunc) Complete(ctx context.Context, req Request) (Response, error) { return f(ctx, req) }
+func (f ProviderFunc) Complete(ctx context.Context, req Request) (Response, error) {
+	return f(ctx, req)
+}
