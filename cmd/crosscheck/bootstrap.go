@@ -66,8 +66,13 @@ func (m *Main) Bootstrap(ctx context.Context) error {
 		fmt.Fprintf(w, "  models      %d of %d providers run on the SIMULATED backend (no credentials configured)\n", sim, len(m.Catalog.Providers))
 	}
 	if info.State.Msgs > 0 {
+		account := "<account_id>"
+		first, err := m.Store.Accounts.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(events.Subject(events.AggregateAccount, "*", events.AccountCreated{}.EventName())))
+		if err == nil {
+			account = events.AggregateID(first.Subject)
+		}
 		fmt.Fprintf(w, "\nData dir %s already holds accounts; existing keys keep working.\n", m.Config.DataDir)
-		fmt.Fprintf(w, "Create another key with:\n  curl -s -X POST %s/admin/v1/accounts/<account_id>/keys \\\n    -H \"Authorization: Bearer %s\" \\\n    -d '{\"name\": \"another key\", \"accept_aup\": true}'\n\n", m.AdminURL(), tokenHint)
+		fmt.Fprintf(w, "Create another key for the first account with:\n  curl -s -X POST %s/admin/v1/accounts/%s/keys \\\n    -H \"Authorization: Bearer %s\" \\\n    -d '{\"name\": \"another key\", \"accept_aup\": true}'\n\n", m.AdminURL(), account, tokenHint)
 		return nil
 	}
 	acc, err := m.Accounts.CreateAccount(ctx, "development", events.PlanFree)
