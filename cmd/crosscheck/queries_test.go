@@ -116,7 +116,10 @@ func TestStreamLiveResumeAndHeartbeat(t *testing.T) {
 	for i, ev := range resumed {
 		must(t, ev.id == evs[i+3].id && ev.name == evs[i+3].name, "resumed event %d is %s/%s, want %s/%s", i, ev.id, ev.name, evs[i+3].id, evs[i+3].name)
 	}
-	r := h.api("GET", "/v1/queries/"+id+"/stream", key, nil, map[string]string{"Last-Event-ID": "not-a-number"})
+	// A client that saw the terminal event is told to stop reconnecting.
+	r := h.api("GET", "/v1/queries/"+id+"/stream", key, nil, map[string]string{"Last-Event-ID": evs[len(evs)-1].id})
+	must(t, r.status == 204 && len(r.body) == 0, "resume after the terminal event: %d %q", r.status, r.body)
+	r = h.api("GET", "/v1/queries/"+id+"/stream", key, nil, map[string]string{"Last-Event-ID": "not-a-number"})
 	must(t, r.status == 400 && r.errCode(t) == "invalid_request", "bad Last-Event-ID: %d %s", r.status, r.body)
 }
 

@@ -58,6 +58,15 @@ func (e *Error) Retriable() bool {
 	return false
 }
 
+// RetryAfterSeconds is the wait to advise: RetryAfter, or one second for a
+// service that is restarting.
+func (e *Error) RetryAfterSeconds() int {
+	if e.RetryAfter == 0 && e.Code == ServiceRestarting {
+		return 1
+	}
+	return e.RetryAfter
+}
+
 // New returns an *Error with the code and a formatted message.
 func New(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}

@@ -60,6 +60,9 @@ func (a *Admin) Handler() http.Handler {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, apperr.New(apperr.NotFound, "no route %s %s", r.Method, r.URL.Path), "")
 	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path), "")
+	})
 	return r
 }
 
@@ -68,6 +71,9 @@ func decodeBody(r *http.Request, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return apperr.New(apperr.InvalidRequest, "the request body must be a JSON object with the documented fields: %v", err)
+	}
+	if dec.More() {
+		return apperr.New(apperr.InvalidRequest, "the request body must hold one JSON object and nothing after it")
 	}
 	return nil
 }

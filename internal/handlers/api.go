@@ -58,7 +58,7 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
-	r.Get("/docs/errors/{code}", errorDoc)
+	r.Get("/docs/errors/{code}", s.errorDoc)
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.Post("/queries", s.submit)

@@ -33,11 +33,11 @@ var errorDocs = map[string]string{
 	apperr.InvalidTransition:   "Admin API: the key's state does not allow this action (for example, a revoked key stays revoked).",
 }
 
-func errorDoc(w http.ResponseWriter, r *http.Request) {
+func (s *Server) errorDoc(w http.ResponseWriter, r *http.Request) {
 	code := chi.URLParam(r, "code")
 	text, ok := errorDocs[code]
 	if !ok {
-		http.NotFound(w, r)
+		s.writeError(w, r, apperr.New(apperr.NotFound, "no error code %q", code), "")
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

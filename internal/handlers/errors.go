@@ -61,8 +61,7 @@ func Envelope(e *apperr.Error, requestID, docsBase string) ErrorBody {
 	if requestID != "" {
 		d.RequestID = &requestID
 	}
-	if e.RetryAfter > 0 {
-		ra := e.RetryAfter
+	if ra := e.RetryAfterSeconds(); ra > 0 {
 		d.RetryAfterSeconds = &ra
 	}
 	return ErrorBody{Error: d}
@@ -88,8 +87,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, r
 	if e.Code == apperr.Internal {
 		logger(r).Error().Err(err).Msg("internal error")
 	}
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	if ra := e.RetryAfterSeconds(); ra > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ra))
 	}
 	writeJSON(w, Status(e.Code), Envelope(e, requestID, s.DocsURL))
 }

@@ -53,14 +53,28 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, apperr.New(apperr.Internal, "streaming unsupported"), "")
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, "retry: 2000\n\n")
-	flusher.Flush()
+	// The response starts at once, except for a resuming client: its stream
+	// starts with the first event it has not seen, or with a heartbeat, or,
+	// when it has seen the terminal event already, is 204 No Content, which
+	// tells an EventSource to stop reconnecting.
+	started := false
+	start := func() {
+		if started {
+			return
+		}
+		started = true
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("Connection", "keep-alive")
+		h.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprint(w, "retry: 2000\n\n")
+		flusher.Flush()
+	}
+	if after == 0 {
+		start()
+	}
 
 	recs, errc := s.Events.FollowQuery(r.Context(), id)
 	beat := time.NewTicker(s.heartbeat())
@@ -71,21 +85,29 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-beat.C:
+			start()
 			fmt.Fprint(w, ": heartbeat\n\n")
 			flusher.Flush()
 		case err, ok := <-errc:
 			if ok && err != nil {
 				logger(r).Warn().Err(err).Str("request_id", id).Msg("stream: following the query failed")
+				if !started {
+					s.writeError(w, r, apperr.New(apperr.ServiceRestarting, "the event store is unavailable; reconnect with Last-Event-ID"), id)
+				}
 			}
 			return
 		case rec := <-recs:
 			doc.Apply(rec)
 			terminal := doc.Result.Terminal()
 			if rec.Seq > after {
+				start()
 				writeEvent(w, rec.Seq, s.sseEvent(rec, doc))
 				flusher.Flush()
 			}
 			if terminal {
+				if !started {
+					w.WriteHeader(http.StatusNoContent)
+				}
 				return
 			}
 		}
