@@ -2,8 +2,9 @@
 GO        ?= go
 BIN       ?= bin/crosscheck
 FUZZTIME  ?= 10s
+BENCH_OUT ?= bench/results.json
 
-.PHONY: run build test fuzz vet clean
+.PHONY: run build test fuzz vet bench clean
 
 run: ## start `crosscheck serve` (embedded NATS JetStream, simulated models); honours CROSSCHECK_* settings
 	$(GO) run ./cmd/crosscheck serve
@@ -16,6 +17,9 @@ vet:
 
 test: vet ## every test, with the race detector
 	$(GO) test -race -count=1 -timeout 25m ./...
+
+bench: ## measure the service beside the raw JetStream limit under both fsync policies; JSON to $(BENCH_OUT)
+	BENCH_OUT=$(BENCH_OUT) $(GO) run ./cmd/crosscheck bench
 
 fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test ./internal/keys -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)

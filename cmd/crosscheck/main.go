@@ -38,6 +38,8 @@ const usage = `crosscheck — multi-model verification service
 Usage:
   crosscheck serve     run the API, workers and projectors in one process
                        (embedded NATS JetStream unless CROSSCHECK_NATS_URL is set)
+  crosscheck bench     measure the service beside the raw JetStream limit
+                       (writes JSON to $BENCH_OUT, default bench/results.json)
   crosscheck version   print the version
 
 Settings are CROSSCHECK_* environment variables; see README.md.
@@ -55,6 +57,11 @@ func main() {
 	case "serve":
 		if err := serve(); err != nil {
 			fmt.Fprintln(os.Stderr, "crosscheck:", err)
+			os.Exit(1)
+		}
+	case "bench":
+		if err := benchCommand(); err != nil {
+			fmt.Fprintln(os.Stderr, "crosscheck bench:", err)
 			os.Exit(1)
 		}
 	case "version":
@@ -178,7 +185,7 @@ func (m *Main) Open(ctx context.Context) error {
 	m.workerDone = make(chan struct{})
 	w := &worker.Worker{
 		Store: m.Store, Log: m.Log, Now: m.Now,
-		AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, Grace: cfg.ShutdownGrace,
+		AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, Grace: cfg.ShutdownGrace, Finished: m.Queries.Release,
 		Modes: map[string]worker.Mode{queries.ModeUnify: &modes.Unify{Providers: calls}},
 	}
 	go func() {

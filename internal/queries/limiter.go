@@ -76,8 +76,10 @@ func (s *Service) acquire(ctx context.Context, fingerprint, id string) error {
 	}
 }
 
-// release frees request id's slot; freeing a slot that is not held succeeds.
-func (s *Service) release(ctx context.Context, fingerprint, id string) error {
+// Release frees request id's slot; freeing a slot that is not held succeeds.
+// The worker calls it as soon as a query ends; ReleaseOnTerminal is the
+// crash-safe path that frees it in any case.
+func (s *Service) Release(ctx context.Context, fingerprint, id string) error {
 	for {
 		cur, rev, err := s.loadSlots(ctx, fingerprint)
 		if err != nil {
@@ -188,7 +190,7 @@ func (s *Service) ReleaseOnTerminal(ctx context.Context, r events.Record) error 
 	if err != nil || sub == nil {
 		return err
 	}
-	return s.release(ctx, sub.Event.(events.QuerySubmitted).KeyFingerprint, id)
+	return s.Release(ctx, sub.Event.(events.QuerySubmitted).KeyFingerprint, id)
 }
 
 // TerminalFilters are the subjects ConsumerInflightRelease reads.

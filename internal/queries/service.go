@@ -92,7 +92,7 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 		return Submission{RequestID: requestID, Status: s.status(ctx, requestID), Replayed: true}, nil
 	case err != nil:
 		// Best effort: if this fails too, the slot heals later.
-		_ = s.release(context.WithoutCancel(ctx), caller.Fingerprint, requestID)
+		_ = s.Release(context.WithoutCancel(ctx), caller.Fingerprint, requestID)
 		return Submission{}, unavailable(err)
 	}
 	return Submission{RequestID: requestID, Status: events.StatusQueued}, nil

@@ -43,6 +43,9 @@ type Worker struct {
 	// Grace is how long Run lets running jobs finish after ctx ends before it
 	// cancels them and hands them back.
 	Grace time.Duration
+	// Finished, when set, is called once a query has reached its terminal
+	// event, with the fingerprint of the key that submitted it.
+	Finished func(ctx context.Context, fingerprint, requestID string) error
 }
 
 // Run consumes jobs until ctx ends, then lets running jobs finish for Grace,
@@ -146,9 +149,14 @@ func (w *Worker) run(ctx context.Context, id string) error {
 		} else {
 			err = mode.Run(ctx, q, em.emit)
 		}
-		if !errors.Is(err, eventstore.ErrConflict) {
-			return err
+		if errors.Is(err, eventstore.ErrConflict) {
+			continue
 		}
+		if err == nil && w.Finished != nil {
+			// Best effort: the inflight_release consumer frees the slot anyway.
+			_ = w.Finished(ctx, q.Submitted.KeyFingerprint, id)
+		}
+		return err
 	}
 	return fmt.Errorf("query %s: too many concurrent appends", id)
 }

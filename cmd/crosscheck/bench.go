@@ -1,0 +1,727 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/crosscheck/crosscheck/internal/config"
+	"github.com/crosscheck/crosscheck/internal/embedded"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/projections"
+)
+
+// benchConfig sizes one benchmark run.
+type benchConfig struct {
+	// Phase is the length of each throughput phase (after a warm-up of Phase/5).
+	Phase time.Duration
+	// Clients is the number of concurrent HTTP clients at full load.
+	Clients int
+	// Rate is the fixed submission rate (queries/s) of the latency phases.
+	Rate int
+	// Latency is the simulated model latency of the latency phases.
+	Latency time.Duration
+	// Inflight is the number of queries held in flight for the memory figure.
+	Inflight int
+	// Publishers is the number of concurrent raw publishers.
+	Publishers int
+}
+
+func defaultBenchConfig() benchConfig {
+	return benchConfig{Phase: 8 * time.Second, Clients: 128, Rate: 100, Latency: 5 * time.Millisecond, Inflight: 10000, Publishers: 256}
+}
+
+// policyResults are the figures of one fsync policy.
+type policyResults struct {
+	SyncPolicy            string  `json:"sync_policy"`
+	JetStreamPublishPerS  float64 `json:"jetstream_publish_per_s"`
+	EventsAppendedPerS    float64 `json:"events_appended_per_s"`
+	UnifyQueriesPerS      float64 `json:"unify_queries_per_s"`
+	OverheadMsP50         float64 `json:"overhead_ms_p50"`
+	OverheadMsP99         float64 `json:"overhead_ms_p99"`
+	SSEFirstEventMsP99    float64 `json:"sse_first_event_ms_p99"`
+	PollGetPerS           float64 `json:"poll_get_per_s"`
+	InflightBytesPerQuery float64 `json:"inflight_bytes_per_query"`
+	ReplayEventsPerS      float64 `json:"replay_events_per_s"`
+}
+
+// benchResults is the JSON written to BENCH_OUT: the shipped default policy
+// at the top level, the other nested.
+type benchResults struct {
+	policyResults
+	SyncAlways policyResults  `json:"sync_always"`
+	Machine    map[string]any `json:"machine"`
+	Config     map[string]any `json:"config"`
+	StartedAt  time.Time      `json:"started_at"`
+	Seconds    float64        `json:"seconds"`
+}
+
+func benchCommand() error {
+	out := os.Getenv("BENCH_OUT")
+	if out == "" {
+		out = "bench/results.json"
+	}
+	cfg := defaultBenchConfig()
+	if v := os.Getenv("BENCH_PHASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("BENCH_PHASE: %w", err)
+		}
+		cfg.Phase = d
+	}
+	res, err := runBench(context.Background(), cfg, os.Stdout)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	data, _ := json.MarshalIndent(res, "", "  ")
+	if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("\nwrote %s\n", out)
+	return nil
+}
+
+// runBench measures both fsync policies and prints a table to w.
+func runBench(ctx context.Context, cfg benchConfig, w io.Writer) (*benchResults, error) {
+	start := time.Now()
+	res := &benchResults{StartedAt: start.UTC(), Machine: machine(), Config: map[string]any{
+		"phase_seconds": cfg.Phase.Seconds(), "clients": cfg.Clients, "rate_per_s": cfg.Rate,
+		"latency_ms": cfg.Latency.Milliseconds(), "inflight": cfg.Inflight, "publishers": cfg.Publishers,
+	}}
+	var err error
+	fmt.Fprintf(w, "crosscheck bench: %d CPUs, %s, phases of %s\n", runtime.NumCPU(), runtime.Version(), cfg.Phase)
+	if res.policyResults, err = benchPolicy(ctx, cfg, false, w); err != nil {
+		return nil, err
+	}
+	if res.SyncAlways, err = benchPolicy(ctx, cfg, true, w); err != nil {
+		return nil, err
+	}
+	res.Seconds = time.Since(start).Seconds()
+	printTable(w, res)
+	return res, nil
+}
+
+func printTable(w io.Writer, r *benchResults) {
+	rows := []struct {
+		name, unit, target string
+		a, b               float64
+	}{
+		{"jetstream_publish_per_s", "msg/s", "the limit", r.JetStreamPublishPerS, r.SyncAlways.JetStreamPublishPerS},
+		{"events_appended_per_s", "ev/s", "≥ 0.5 × limit", r.EventsAppendedPerS, r.SyncAlways.EventsAppendedPerS},
+		{"unify_queries_per_s", "q/s", "≥ 1000", r.UnifyQueriesPerS, r.SyncAlways.UnifyQueriesPerS},
+		{"overhead_ms_p50", "ms", "", r.OverheadMsP50, r.SyncAlways.OverheadMsP50},
+		{"overhead_ms_p99", "ms", "≤ 5", r.OverheadMsP99, r.SyncAlways.OverheadMsP99},
+		{"sse_first_event_ms_p99", "ms", "≤ 5", r.SSEFirstEventMsP99, r.SyncAlways.SSEFirstEventMsP99},
+		{"poll_get_per_s", "req/s", "≥ 20000", r.PollGetPerS, r.SyncAlways.PollGetPerS},
+		{"inflight_bytes_per_query", "B", "≤ 51200", r.InflightBytesPerQuery, r.SyncAlways.InflightBytesPerQuery},
+		{"replay_events_per_s", "ev/s", "≥ 200000", r.ReplayEventsPerS, r.SyncAlways.ReplayEventsPerS},
+	}
+	fmt.Fprintf(w, "\n%-26s %14s %14s  %-6s %s\n", "metric", "sync interval", "sync always", "unit", "target (2 cores)")
+	for _, row := range rows {
+		fmt.Fprintf(w, "%-26s %14.1f %14.1f  %-6s %s\n", row.name, row.a, row.b, row.unit, row.target)
+	}
+	fmt.Fprintf(w, "(%.0f s in all)\n", r.Seconds)
+}
+
+func machine() map[string]any {
+	m := map[string]any{"cpus": runtime.NumCPU(), "goos": runtime.GOOS, "goarch": runtime.GOARCH, "go": runtime.Version()}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if name, ok := strings.CutPrefix(sc.Text(), "model name"); ok {
+				m["cpu"] = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
+				break
+			}
+		}
+	}
+	return m
+}
+
+func policyName(always bool) string {
+	if always {
+		return "always"
+	}
+	return "interval (server default, 2m)"
+}
+
+func benchPolicy(ctx context.Context, cfg benchConfig, always bool, w io.Writer) (policyResults, error) {
+	r := policyResults{SyncPolicy: policyName(always)}
+	fmt.Fprintf(w, "\n== fsync: %s\n", r.SyncPolicy)
+	var err error
+	step := func(name string, fn func() error) {
+		if err != nil {
+			return
+		}
+		t := time.Now()
+		if err = fn(); err != nil {
+			err = fmt.Errorf("%s: %w", name, err)
+			return
+		}
+		fmt.Fprintf(w, "  %-22s done in %.1fs\n", name, time.Since(t).Seconds())
+	}
+	step("raw publish", func() (e error) { r.JetStreamPublishPerS, e = benchRawPublish(ctx, cfg, always); return })
+	var loadDir string
+	step("unify full load + poll", func() (e error) {
+		loadDir, e = benchLoad(ctx, cfg, always, &r)
+		return
+	})
+	step("latency", func() error { return benchLatency(ctx, cfg, always, &r) })
+	step("in-flight memory", func() (e error) { r.InflightBytesPerQuery, e = benchInflight(ctx, cfg, always); return })
+	step("replay", func() (e error) { r.ReplayEventsPerS, e = benchReplay(ctx, loadDir); return })
+	if loadDir != "" {
+		_ = os.RemoveAll(loadDir)
+	}
+	return r, err
+}
+
+// benchMain starts a quiet in-process service on a fresh data dir.
+func benchMain(ctx context.Context, always bool, latency time.Duration) (*Main, string, error) {
+	dir, err := os.MkdirTemp("", "crosscheck-bench-")
+	if err != nil {
+		return nil, "", err
+	}
+	c := config.Defaults()
+	c.DataDir, c.HTTPAddr, c.AdminAddr, c.AdminToken = dir, "127.0.0.1:0", "127.0.0.1:0", "bench"
+	c.SyncAlways, c.SimLatency, c.ShutdownGrace, c.WorkerMaxJobs = always, latency, time.Second, 20000
+	m := &Main{Config: c, Log: zerolog.Nop()}
+	if err := m.Open(ctx); err != nil {
+		m.Close()
+		return nil, dir, err
+	}
+	return m, dir, nil
+}
+
+// benchKeys creates n API keys, one account each.
+func benchKeys(ctx context.Context, m *Main, n int) ([]string, error) {
+	out := make([]string, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 32)
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			acc, err := m.Accounts.CreateAccount(ctx, fmt.Sprintf("bench %d", i), events.PlanEnterprise)
+			if err != nil {
+				errs <- err
+				return
+			}
+			k, _, err := m.Accounts.CreateKey(ctx, acc.ID, "bench", true)
+			if err != nil {
+				errs <- err
+				return
+			}
+			out[i] = k.String()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return out, <-errs
+}
+
+// completions tells clients when their query reached a terminal event, by a
+// plain subscription to the terminal subjects.
+type completions struct {
+	mu      sync.Mutex
+	waiting map[string]chan time.Time
+	early   map[string]time.Time
+	sub     *nats.Subscription
+}
+
+func watchCompletions(nc *nats.Conn) (*completions, error) {
+	c := &completions{waiting: map[string]chan time.Time{}, early: map[string]time.Time{}}
+	var err error
+	c.sub, err = nc.Subscribe("ev.query.*.*", func(msg *nats.Msg) {
+		if !strings.HasSuffix(msg.Subject, ".completed") && !strings.HasSuffix(msg.Subject, ".failed") {
+			return
+		}
+		now := time.Now()
+		id := events.AggregateID(msg.Subject)
+		c.mu.Lock()
+		if ch, ok := c.waiting[id]; ok {
+			delete(c.waiting, id)
+			ch <- now
+		} else {
+			c.early[id] = now
+		}
+		c.mu.Unlock()
+	})
+	if err == nil {
+		err = c.sub.SetPendingLimits(-1, -1)
+	}
+	return c, err
+}
+
+// wait returns when id completed.
+func (c *completions) wait(ctx context.Context, id string) (time.Time, error) {
+	c.mu.Lock()
+	if t, ok := c.early[id]; ok {
+		delete(c.early, id)
+		c.mu.Unlock()
+		return t, nil
+	}
+	ch := make(chan time.Time, 1)
+	c.waiting[id] = ch
+	c.mu.Unlock()
+	select {
+	case t := <-ch:
+		return t, nil
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	}
+}
+
+var errLimited = errors.New("rate limited")
+
+var benchHTTP = &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute}, Timeout: 2 * time.Minute}
+
+// benchSubmit posts one unify query and returns its request id.
+func benchSubmit(ctx context.Context, base, key, prompt string) (string, error) {
+	body := fmt.Sprintf(`{"mode":"unify","prompt":%q}`, prompt)
+	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/queries", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := benchHTTP.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusTooManyRequests {
+		return "", errLimited
+	}
+	if resp.StatusCode != http.StatusAccepted {
+		return "", fmt.Errorf("submit: %d %s", resp.StatusCode, raw)
+	}
+	var v struct {
+		RequestID string `json:"request_id"`
+	}
+	err = json.Unmarshal(raw, &v)
+	return v.RequestID, err
+}
+
+// benchRawPublish measures the raw JetStream limit: synchronous publishes with
+// a message id, of an event-sized payload, to a stream configured as QUERIES,
+// from as many concurrent publishers as the service has appenders at load.
+func benchRawPublish(ctx context.Context, cfg benchConfig, always bool) (float64, error) {
+	dir, err := os.MkdirTemp("", "crosscheck-bench-raw-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := embedded.Start(embedded.Options{DataDir: dir, SyncAlways: always})
+	if err != nil {
+		return 0, err
+	}
+	defer srv.Stop()
+	nc, err := srv.Connect("bench-raw")
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	store, err := eventstore.Open(ctx, nc, 1)
+	if err != nil {
+		return 0, err
+	}
+	env, _ := events.Wrap(events.AggregateQuery, "req_01M7Z5T4Q295N5DJSD8HA71RYY", events.ModelAnswered{
+		Model: events.ModelRef{Provider: "provider_a", ModelID: "sim-alpha-standard", Simulated: true}, Answer: strings.Repeat("an answer ", 20), Usage: events.Usage{InputTokens: 12, OutputTokens: 48},
+	}, time.Now())
+	payload, _ := json.Marshal(env)
+	var count atomic.Int64
+	run := func(d time.Duration, counting bool) {
+		deadline := time.Now().Add(d)
+		var wg sync.WaitGroup
+		for p := range cfg.Publishers {
+			wg.Go(func() {
+				for i := 0; time.Now().Before(deadline); i++ {
+					msg := &nats.Msg{Subject: fmt.Sprintf("ev.query.req_%d_%d.model_answered", p, i), Data: payload, Header: nats.Header{}}
+					if _, err := store.JS.PublishMsg(ctx, msg, jetstream.WithMsgID(events.NewID())); err == nil && counting {
+						count.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	run(cfg.Phase/5, false)
+	t := time.Now()
+	run(cfg.Phase, true)
+	return float64(count.Load()) / time.Since(t).Seconds(), nil
+}
+
+// benchLoad runs unify at full load through the HTTP API, then polls; it
+// returns the data dir, kept for the replay phase.
+func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResults) (string, error) {
+	m, dir, err := benchMain(ctx, always, 0)
+	if err != nil {
+		return dir, err
+	}
+	defer m.Close()
+	keys, err := benchKeys(ctx, m, (cfg.Clients+7)/8)
+	if err != nil {
+		return dir, err
+	}
+	done, err := watchCompletions(m.nc)
+	if err != nil {
+		return dir, err
+	}
+	defer done.sub.Unsubscribe()
+	var (
+		count atomic.Int64
+		mu    sync.Mutex
+		owned []ownedQuery
+		fail  atomic.Value
+	)
+	run := func(d time.Duration, counting bool) {
+		deadline := time.Now().Add(d)
+		var wg sync.WaitGroup
+		for c := range cfg.Clients {
+			wg.Go(func() {
+				key := keys[c/8]
+				for i := 0; time.Now().Before(deadline); i++ {
+					id, err := benchSubmit(ctx, m.URL(), key, fmt.Sprintf("load %d %d", c, i))
+					for errors.Is(err, errLimited) && time.Now().Before(deadline) {
+						// The slot of this client's last query is freed just
+						// after its terminal event: try again at once.
+						runtime.Gosched()
+						id, err = benchSubmit(ctx, m.URL(), key, fmt.Sprintf("load %d %d", c, i))
+					}
+					if errors.Is(err, errLimited) {
+						return
+					}
+					if err != nil {
+						fail.Store(err)
+						return
+					}
+					if _, err := done.wait(ctx, id); err != nil {
+						return
+					}
+					if counting {
+						count.Add(1)
+						if i < 4 {
+							mu.Lock()
+							owned = append(owned, ownedQuery{id, key})
+							mu.Unlock()
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	run(cfg.Phase/5, false)
+	seq0 := lastSeq(ctx, m.Store.Queries)
+	t := time.Now()
+	run(cfg.Phase, true)
+	secs := time.Since(t).Seconds()
+	if e, ok := fail.Load().(error); ok {
+		return dir, e
+	}
+	r.UnifyQueriesPerS = float64(count.Load()) / secs
+	r.EventsAppendedPerS = float64(lastSeq(ctx, m.Store.Queries)-seq0) / secs
+
+	// Polls of finished queries, by the clients that own them.
+	var polls atomic.Int64
+	deadline := time.Now().Add(cfg.Phase / 2)
+	t = time.Now()
+	var wg sync.WaitGroup
+	for c := range cfg.Clients {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(deadline); i++ {
+				q := owned[(c+i)%len(owned)]
+				req, _ := http.NewRequestWithContext(ctx, "GET", m.URL()+"/v1/queries/"+q.id, nil)
+				req.Header.Set("Authorization", "Bearer "+q.key)
+				resp, err := benchHTTP.Do(req)
+				if err != nil {
+					fail.Store(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					polls.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	r.PollGetPerS = float64(polls.Load()) / time.Since(t).Seconds()
+	if e, ok := fail.Load().(error); ok {
+		return dir, e
+	}
+	return dir, nil
+}
+
+// ownedQuery is a finished query and the key that may read it.
+type ownedQuery struct{ id, key string }
+
+func lastSeq(ctx context.Context, s jetstream.Stream) uint64 {
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0
+	}
+	return info.State.LastSeq
+}
+
+// benchLatency submits at a fixed moderate rate with a small simulated model
+// latency: overhead is end-to-end time minus the simulated time (models in
+// parallel, then the synthesis: twice the latency); the SSE figure is, for
+// each event appended after a stream was opened, the time from the event's
+// envelope time (stamped just before its append) to its arrival at the client.
+func benchLatency(ctx context.Context, cfg benchConfig, always bool, r *policyResults) error {
+	m, dir, err := benchMain(ctx, always, cfg.Latency)
+	if dir != "" {
+		defer os.RemoveAll(dir)
+	}
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	keys, err := benchKeys(ctx, m, 32)
+	if err != nil {
+		return err
+	}
+	done, err := watchCompletions(m.nc)
+	if err != nil {
+		return err
+	}
+	defer done.sub.Unsubscribe()
+	var (
+		mu       sync.Mutex
+		overhead []float64
+		sse      []float64
+		fail     atomic.Value
+		wg       sync.WaitGroup
+	)
+	n := int(cfg.Phase.Seconds() * float64(cfg.Rate))
+	tick := time.NewTicker(time.Second / time.Duration(cfg.Rate))
+	defer tick.Stop()
+	for i := range n {
+		<-tick.C
+		key := keys[i%len(keys)]
+		withSSE := i%2 == 1
+		wg.Go(func() {
+			start := time.Now()
+			id, err := benchSubmit(ctx, m.URL(), key, fmt.Sprintf("latency %d", i))
+			if err != nil {
+				fail.Store(err)
+				return
+			}
+			if !withSSE {
+				end, err := done.wait(ctx, id)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				overhead = append(overhead, float64(end.Sub(start)-2*cfg.Latency)/float64(time.Millisecond))
+				mu.Unlock()
+				return
+			}
+			lat, err := sseLatencies(ctx, m, key, id)
+			if err != nil {
+				fail.Store(err)
+				return
+			}
+			mu.Lock()
+			sse = append(sse, lat...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if e, ok := fail.Load().(error); ok {
+		return e
+	}
+	r.OverheadMsP50, r.OverheadMsP99 = percentile(overhead, 50), percentile(overhead, 99)
+	r.SSEFirstEventMsP99 = percentile(sse, 99)
+	return nil
+}
+
+// sseLatencies follows one query's stream and returns, in milliseconds, the
+// delay of every event appended after the stream was open.
+func sseLatencies(ctx context.Context, m *Main, key, id string) ([]float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", m.URL()+"/v1/queries/"+id+"/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := benchHTTP.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	opened := time.Now()
+	type arrival struct {
+		seq uint64
+		at  time.Time
+	}
+	var got []arrival
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "id: "); ok {
+			var seq uint64
+			fmt.Sscan(v, &seq)
+			got = append(got, arrival{seq, time.Now()})
+		}
+	}
+	var out []float64
+	for _, a := range got {
+		msg, err := m.Store.Queries.GetMsg(ctx, a.seq)
+		if err != nil {
+			return nil, err
+		}
+		var env events.Envelope
+		if err := json.Unmarshal(msg.Data, &env); err != nil {
+			return nil, err
+		}
+		if env.Time.After(opened) {
+			out = append(out, float64(a.at.Sub(env.Time))/float64(time.Millisecond))
+		}
+	}
+	return out, nil
+}
+
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(float64(len(s)-1) * p / 100)
+	return s[i]
+}
+
+// benchInflight holds cfg.Inflight queries in flight (models that take ten
+// minutes) on as many keys as the limit needs and reports the growth of the
+// process's heap and stacks per query.
+func benchInflight(ctx context.Context, cfg benchConfig, always bool) (float64, error) {
+	m, dir, err := benchMain(ctx, always, 10*time.Minute)
+	if dir != "" {
+		defer os.RemoveAll(dir)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer m.Close()
+	keys, err := benchKeys(ctx, m, (cfg.Inflight+7)/8)
+	if err != nil {
+		return 0, err
+	}
+	var started atomic.Int64
+	sub, err := m.nc.Subscribe("ev.query.*.started", func(*nats.Msg) { started.Add(1) })
+	if err != nil {
+		return 0, err
+	}
+	defer sub.Unsubscribe()
+	_ = sub.SetPendingLimits(-1, -1)
+	before := heapAndStacks()
+	var wg sync.WaitGroup
+	var fail atomic.Value
+	sem := make(chan struct{}, 64)
+	for i := range cfg.Inflight {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := benchSubmit(ctx, m.URL(), keys[i/8], fmt.Sprintf("held %d", i)); err != nil {
+				fail.Store(err)
+			}
+		})
+	}
+	wg.Wait()
+	if e, ok := fail.Load().(error); ok {
+		return 0, e
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for started.Load() < int64(cfg.Inflight) {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("only %d of %d queries started", started.Load(), cfg.Inflight)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // let the last model calls begin
+	after := heapAndStacks()
+	return float64(after-before) / float64(cfg.Inflight), nil
+}
+
+func heapAndStacks() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapInuse + ms.StackInuse)
+}
+
+// benchReplay rebuilds the query read model of dir from zero with the
+// production projector and reports events applied per second.
+func benchReplay(ctx context.Context, dir string) (float64, error) {
+	if dir == "" {
+		return 0, errors.New("no data dir from the load phase")
+	}
+	srv, err := embedded.Start(embedded.Options{DataDir: dir})
+	if err != nil {
+		return 0, err
+	}
+	defer srv.Stop()
+	nc, err := srv.Connect("bench-replay")
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	store, err := eventstore.Open(ctx, nc, 1)
+	if err != nil {
+		return 0, err
+	}
+	if err := store.ResetQueryStatus(ctx); err != nil {
+		return 0, err
+	}
+	const name = "bench_replay"
+	_ = projections.DeleteConsumer(ctx, store.Queries, name)
+	info, err := store.Queries.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := int64(info.State.Msgs)
+	var applied atomic.Int64
+	status := &projections.QueryStatus{KV: func() jetstream.KeyValue { return store.QueryStatus }}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	finished := make(chan struct{})
+	runner := &projections.Runner{Name: name, Stream: store.Queries, Filters: []string{"ev.query.>"}, Log: zerolog.Nop(),
+		Handle: func(ctx context.Context, r events.Record) error {
+			if err := status.Handle(ctx, r); err != nil {
+				return err
+			}
+			if applied.Add(1) == total {
+				close(finished)
+			}
+			return nil
+		}}
+	t := time.Now()
+	go func() { _ = runner.Run(runCtx) }()
+	select {
+	case <-finished:
+	case <-time.After(3 * time.Minute):
+		return 0, fmt.Errorf("replay applied %d of %d events", applied.Load(), total)
+	}
+	secs := time.Since(t).Seconds()
+	cancel()
+	_ = projections.DeleteConsumer(ctx, store.Queries, name)
+	return float64(total) / secs, nil
+}
