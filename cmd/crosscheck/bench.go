@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -432,9 +433,11 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 	}
 	run(cfg.Phase/5, false)
 	seq0 := lastSeq(ctx, m.Store.Queries)
+	stop := startProfile(always)
 	t := time.Now()
 	run(cfg.Phase, true)
 	secs := time.Since(t).Seconds()
+	stop()
 	if e, ok := fail.Load().(error); ok {
 		return dir, e
 	}
@@ -475,6 +478,24 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 
 // ownedQuery is a finished query and the key that may read it.
 type ownedQuery struct{ id, key string }
+
+// startProfile writes a CPU profile of the full-load phase of the default
+// policy to $BENCH_CPUPROFILE, when it is set.
+func startProfile(always bool) func() {
+	path := os.Getenv("BENCH_CPUPROFILE")
+	if path == "" || always {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
+}
 
 func lastSeq(ctx context.Context, s jetstream.Stream) uint64 {
 	info, err := s.Info(ctx)

@@ -14,7 +14,7 @@ func TestBenchSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every benchmark phase")
 	}
-	cfg := benchConfig{Phase: 300 * time.Millisecond, Clients: 8, Rate: 40, Latency: time.Millisecond, Inflight: 40, Publishers: 4}
+	cfg := benchConfig{Phase: 300 * time.Millisecond, Clients: 8, Rate: 40, Latency: 25 * time.Millisecond, Inflight: 40, Publishers: 4}
 	res, err := runBench(context.Background(), cfg, io.Discard)
 	if err != nil {
 		t.Fatal(err)

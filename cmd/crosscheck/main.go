@@ -179,6 +179,7 @@ func (m *Main) Open(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
+	m.wg.Go(func() { m.Accounts.WatchKeys(runCtx, m.Log) })
 	m.runProjections(runCtx)
 	workerCtx, stopWorker := context.WithCancel(runCtx)
 	m.stopWorker = stopWorker

@@ -21,6 +21,8 @@ import (
 type Service struct {
 	Store *eventstore.Store
 	Now   func() time.Time
+
+	cache keyCache
 }
 
 var plans = map[string]bool{events.PlanFree: true, events.PlanBasic: true, events.PlanPro: true, events.PlanEnterprise: true}
@@ -95,6 +97,7 @@ func (s *Service) CreateKey(ctx context.Context, accountID, name string, acceptA
 	if err := s.waitKey(ctx, key.Fingerprint, key.Seq); err != nil {
 		return keys.Key{}, nil, err
 	}
+	s.cache.put(key)
 	return k, key, nil
 }
 
@@ -133,6 +136,7 @@ func (s *Service) Transition(ctx context.Context, fingerprint, action string) (*
 	if err := s.waitKey(ctx, fingerprint, key.Seq); err != nil {
 		return nil, err
 	}
+	s.cache.put(key)
 	return key, nil
 }
 
@@ -206,7 +210,7 @@ func (s *Service) Authenticate(ctx context.Context, header string) (Caller, erro
 	if err != nil {
 		return Caller{}, apperr.New(apperr.InvalidAPIKey, "the API key is missing or does not verify; send Authorization: Bearer <key>")
 	}
-	stored, err := projections.GetKey(ctx, s.Store.Keys, k.Fingerprint)
+	stored, err := s.lookup(ctx, k.Fingerprint)
 	if err != nil {
 		return Caller{}, unavailable(err)
 	}

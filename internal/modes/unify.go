@@ -104,8 +104,9 @@ func (u *Unify) runModels(ctx context.Context, q *events.Query, emit Emit) ([]ev
 		wg      sync.WaitGroup
 		emitErr error
 	)
-	for _, m := range q.Pending() {
-		wg.Go(func() {
+	pending := q.Pending()
+	for i, m := range pending {
+		run := func() {
 			ev := u.call(ctx, m, q.Submitted.Prompt)
 			if ctx.Err() != nil {
 				return
@@ -123,7 +124,12 @@ func (u *Unify) runModels(ctx context.Context, q *events.Query, emit Emit) ([]ev
 			case events.ModelFailed:
 				failed[m.Key()] = e
 			}
-		})
+		}
+		if i == len(pending)-1 {
+			run() // the last call runs on this goroutine: one fewer per query
+		} else {
+			wg.Go(run)
+		}
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,26 +42,40 @@ func (s *slots) has(id string) bool {
 	return slices.ContainsFunc(s.Requests, func(x slot) bool { return x.ID == id })
 }
 
+// keySlots is this process's view of one key's slot set. Its mutex
+// serialises the process's own changes to the key, so they do not race each
+// other for the compare-and-set; other processes are still seen through it.
+type keySlots struct {
+	mu    sync.Mutex
+	cur   *slots
+	rev   uint64
+	fresh bool // cur and rev were read or written by this process last
+}
+
+func (s *Service) keySlots(fingerprint string) *keySlots {
+	v, _ := s.slots.LoadOrStore(fingerprint, &keySlots{})
+	return v.(*keySlots)
+}
+
 // acquire takes an in-flight slot of the key for request id, exactly: the
 // slot set of a key is one KV entry changed by compare-and-set, so concurrent
 // submissions on any number of processes see each other. Taking a slot the
 // request holds already succeeds.
 func (s *Service) acquire(ctx context.Context, fingerprint, id string) error {
-	for {
-		cur, rev, err := s.loadSlots(ctx, fingerprint)
-		if err != nil {
-			return err
-		}
+	return s.changeSlots(ctx, fingerprint, func(cur *slots, reloaded bool) (*slots, error) {
 		if cur.has(id) {
-			return nil
+			return nil, nil
 		}
 		if len(cur.Requests) >= s.limit() {
+			if !reloaded {
+				return nil, errStale // another process may have freed a slot
+			}
 			healed, err := s.heal(ctx, cur)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if len(healed.Requests) >= s.limit() {
-				return &apperr.Error{
+				return nil, &apperr.Error{
 					Code:       apperr.RateLimited,
 					Message:    "this API key has 8 queries in flight; wait for one to finish",
 					RetryAfter: RetryAfterSeconds,
@@ -68,31 +83,65 @@ func (s *Service) acquire(ctx context.Context, fingerprint, id string) error {
 			}
 			cur = healed
 		}
-		cur.Requests = append(cur.Requests, slot{ID: id, At: s.Now().UTC()})
-		ok, err := s.storeSlots(ctx, fingerprint, cur, rev)
-		if err != nil || ok {
-			return err
-		}
-	}
+		next := &slots{Requests: append(slices.Clip(cur.Requests), slot{ID: id, At: s.Now().UTC()})}
+		return next, nil
+	})
 }
 
 // Release frees request id's slot; freeing a slot that is not held succeeds.
 // The worker calls it as soon as a query ends; ReleaseOnTerminal is the
 // crash-safe path that frees it in any case.
 func (s *Service) Release(ctx context.Context, fingerprint, id string) error {
-	for {
-		cur, rev, err := s.loadSlots(ctx, fingerprint)
-		if err != nil {
-			return err
-		}
+	return s.changeSlots(ctx, fingerprint, func(cur *slots, reloaded bool) (*slots, error) {
 		if !cur.has(id) {
-			return nil
+			if !reloaded {
+				return nil, errStale
+			}
+			return nil, nil
 		}
-		cur.Requests = slices.DeleteFunc(cur.Requests, func(x slot) bool { return x.ID == id })
-		ok, err := s.storeSlots(ctx, fingerprint, cur, rev)
-		if err != nil || ok {
+		next := &slots{Requests: slices.DeleteFunc(slices.Clone(cur.Requests), func(x slot) bool { return x.ID == id })}
+		return next, nil
+	})
+}
+
+// errStale asks changeSlots to decide again on a freshly read slot set.
+var errStale = errors.New("slot set may be stale")
+
+// changeSlots is the one compare-and-set path of a key's slot set: decide
+// gets the set (reloaded says whether it was just read from the bucket) and
+// returns the next set, nil for no change, or errStale to decide again on a
+// fresh read. A lost compare-and-set reloads and decides again.
+func (s *Service) changeSlots(ctx context.Context, fingerprint string, decide func(cur *slots, reloaded bool) (*slots, error)) error {
+	ks := s.keySlots(fingerprint)
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	for {
+		reloaded := false
+		if !ks.fresh {
+			cur, rev, err := s.loadSlots(ctx, fingerprint)
+			if err != nil {
+				return err
+			}
+			ks.cur, ks.rev, ks.fresh, reloaded = cur, rev, true, true
+		}
+		next, err := decide(ks.cur, reloaded)
+		if errors.Is(err, errStale) {
+			ks.fresh = false
+			continue
+		}
+		if err != nil || next == nil {
 			return err
 		}
+		rev, ok, err := s.storeSlots(ctx, fingerprint, next, ks.rev)
+		if err != nil {
+			ks.fresh = false
+			return err
+		}
+		if !ok {
+			ks.fresh = false
+			continue
+		}
+		ks.cur, ks.rev = next, rev
 	}
 }
 
@@ -118,29 +167,30 @@ func (s *Service) loadSlots(ctx context.Context, fingerprint string) (*slots, ui
 	return &cur, entry.Revision(), nil
 }
 
-// storeSlots writes the set if it is still at rev; false means another writer
-// came first and the caller must reload.
-func (s *Service) storeSlots(ctx context.Context, fingerprint string, cur *slots, rev uint64) (bool, error) {
+// storeSlots writes the set if it is still at rev and returns the new
+// revision; false means another writer came first and the caller must reload.
+func (s *Service) storeSlots(ctx context.Context, fingerprint string, cur *slots, rev uint64) (uint64, bool, error) {
 	data, err := json.Marshal(cur)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
+	var next uint64
 	if rev == 0 {
-		_, err = s.Store.Inflight.Create(ctx, fingerprint, data)
+		next, err = s.Store.Inflight.Create(ctx, fingerprint, data)
 	} else {
-		_, err = s.Store.Inflight.Update(ctx, fingerprint, data, rev)
+		next, err = s.Store.Inflight.Update(ctx, fingerprint, data, rev)
 	}
 	switch {
 	case err == nil:
-		return true, nil
+		return next, true, nil
 	case errors.Is(err, jetstream.ErrKeyExists):
-		return false, nil
+		return 0, false, nil
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-		return false, nil
+		return 0, false, nil
 	}
-	return false, unavailable(err)
+	return 0, false, unavailable(err)
 }
 
 // heal drops slots that no longer hold a query in flight: a submission that

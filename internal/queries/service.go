@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,6 +28,8 @@ type Service struct {
 	// Limit overrides InflightLimit when positive.
 	Limit int
 	Now   func() time.Time
+
+	slots sync.Map // fingerprint → *keySlots
 }
 
 // Submission is the outcome of an accepted submission.

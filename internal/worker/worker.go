@@ -102,22 +102,8 @@ func (w *Worker) Run(ctx context.Context) error {
 
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	id := events.AggregateID(msg.Subject())
-	log := w.Log.With().Str("request_id", id).Logger()
-	keepalive, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() {
-		t := time.NewTicker(max(w.AckWait/3, 100*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-keepalive.Done():
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
-	err := w.run(ctx, id)
+	stop := keepAlive(msg, max(w.AckWait/3, 100*time.Millisecond))
+	err := w.run(ctx, id, firstDelivery(msg))
 	stop()
 	switch {
 	case err == nil:
@@ -126,17 +112,60 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		// Shutting down: hand the job back at once.
 		_ = msg.Nak()
 	default:
-		log.Warn().Err(err).Msg("worker: job interrupted; it will be redelivered")
+		w.Log.Warn().Err(err).Str("request_id", id).Msg("worker: job interrupted; it will be redelivered")
 		_ = msg.NakWithDelay(time.Second)
 	}
 }
 
-// run loads the query and runs its mode. A conflict on the terminal append
-// means another worker got there: reload and decide again.
-func (w *Worker) run(ctx context.Context, id string) error {
+// keepAlive sends an in-progress ack every interval until stop is called,
+// from a timer rather than a goroutine of its own: a worker holds many jobs.
+func keepAlive(msg jetstream.Msg, interval time.Duration) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	t = time.AfterFunc(interval, func() {
+		_ = msg.InProgress()
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(interval)
+		}
+	})
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
+}
+
+// firstDelivery returns the record of a submitted event delivered for the
+// first time, or nil. A job no worker has seen has no events but this one,
+// so it needs no load; the first append of its run is conditional on that.
+func firstDelivery(msg jetstream.Msg) *events.Record {
+	meta, err := msg.Metadata()
+	if err != nil || meta.NumDelivered != 1 {
+		return nil
+	}
+	rec, err := events.Decode(meta.Sequence.Stream, msg.Data())
+	if err != nil {
+		return nil
+	}
+	return &rec
+}
+
+// run loads the query and runs its mode. A conflict on a conditional append
+// means another worker got there: reload and decide again. first, when set,
+// is the query's only event, which saves the load.
+func (w *Worker) run(ctx context.Context, id string, first *events.Record) error {
 	for attempt := 0; attempt < 5; attempt++ {
-		q, _, err := w.Store.LoadQuery(ctx, id)
-		if err != nil {
+		q := &events.Query{}
+		var err error
+		if first != nil && attempt == 0 {
+			q.Apply(*first)
+		} else if q, _, err = w.Store.LoadQuery(ctx, id); err != nil {
 			return err
 		}
 		if q.Submitted == nil || q.Terminal() {
@@ -161,9 +190,9 @@ func (w *Worker) run(ctx context.Context, id string) error {
 	return fmt.Errorf("query %s: too many concurrent appends", id)
 }
 
-// emitter appends a query's events. Terminal events are appended only if no
-// other event of the query came after the last one this worker knows, so a
-// query ends once.
+// emitter appends a query's events. The started event and terminal events
+// are appended only if no other event of the query came after the last one
+// this worker knows, so a query starts and ends once.
 type emitter struct {
 	store *eventstore.Store
 	id    string
@@ -180,7 +209,7 @@ func (e *emitter) emit(ctx context.Context, ev events.Event) error {
 	}
 	var expect *eventstore.Expect
 	switch ev.(type) {
-	case events.QueryCompleted, events.QueryFailed:
+	case events.QueryStarted, events.QueryCompleted, events.QueryFailed:
 		e.mu.Lock()
 		expect = &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, e.id), Seq: e.last}
 		e.mu.Unlock()

@@ -1,0 +1,83 @@
+package accounts
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/projections"
+)
+
+// keyCache holds the keys bucket in memory, so authenticating a request reads
+// no bucket. It is fed by a watch of the bucket, which carries every
+// process's changes within milliseconds, and by this process's own commands at
+// once; an entry only ever moves to a later sequence.
+type keyCache struct {
+	mu   sync.RWMutex
+	keys map[string]*events.Key
+}
+
+func (c *keyCache) get(fingerprint string) *events.Key {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.keys[fingerprint]
+}
+
+func (c *keyCache) put(k *events.Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys == nil {
+		c.keys = map[string]*events.Key{}
+	}
+	if cur := c.keys[k.Fingerprint]; cur == nil || cur.Seq < k.Seq {
+		cp := *k
+		c.keys[k.Fingerprint] = &cp
+	}
+}
+
+// lookup returns the projected key, from the cache or else the bucket.
+func (s *Service) lookup(ctx context.Context, fingerprint string) (*events.Key, error) {
+	if k := s.cache.get(fingerprint); k != nil {
+		return k, nil
+	}
+	k, err := projections.GetKey(ctx, s.Store.Keys, fingerprint)
+	if err != nil || k == nil {
+		return k, err
+	}
+	s.cache.put(k)
+	return k, nil
+}
+
+// WatchKeys keeps the key cache in step with the keys bucket until ctx ends.
+func (s *Service) WatchKeys(ctx context.Context, log zerolog.Logger) {
+	for ctx.Err() == nil {
+		w, err := s.Store.Keys.WatchAll(ctx)
+		if err != nil {
+			log.Warn().Err(err).Msg("key cache: watch")
+			sleep(ctx, time.Second)
+			continue
+		}
+		for entry := range w.Updates() {
+			if entry == nil || entry.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var k events.Key
+			if err := json.Unmarshal(entry.Value(), &k); err == nil {
+				s.cache.put(&k)
+			}
+		}
+		_ = w.Stop()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
