@@ -720,16 +720,16 @@ func benchReplay(ctx context.Context, dir string) (float64, error) {
 	}
 	total := int64(info.State.Msgs)
 	var applied atomic.Int64
-	status := &projections.QueryStatus{KV: func() jetstream.KeyValue { return store.QueryStatus }}
+	status := &projections.QueryStatus{Store: store}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	finished := make(chan struct{})
 	runner := &projections.Runner{Name: name, Stream: store.Queries, Filters: []string{"ev.query.>"}, Log: zerolog.Nop(),
-		Handle: func(ctx context.Context, r events.Record) error {
-			if err := status.Handle(ctx, r); err != nil {
+		HandleBatch: func(ctx context.Context, recs []events.Record) error {
+			if err := status.HandleBatch(ctx, recs); err != nil {
 				return err
 			}
-			if applied.Add(1) == total {
+			if applied.Add(int64(len(recs))) == total {
 				close(finished)
 			}
 			return nil

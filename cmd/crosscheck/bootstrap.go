@@ -14,8 +14,6 @@ import (
 	"github.com/crosscheck/crosscheck/internal/events"
 )
 
-type jetstreamKV = jetstream.KeyValue
-
 // adminTokenFile holds the generated admin token inside the data dir.
 const adminTokenFile = "admin-token"
 

@@ -199,9 +199,9 @@ func (m *Main) Open(ctx context.Context) error {
 }
 
 func (m *Main) runProjections(ctx context.Context) {
-	status := &projections.QueryStatus{KV: func() jetstreamKV { return m.Store.QueryStatus }}
+	status := &projections.QueryStatus{Store: m.Store}
 	runners := []*projections.Runner{
-		{Name: projections.ConsumerQueryStatus, Stream: m.Store.Queries, Filters: []string{"ev.query.>"}, Handle: status.Handle},
+		{Name: projections.ConsumerQueryStatus, Stream: m.Store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: status.HandleBatch},
 		{Name: projections.ConsumerKeys, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"}, Handle: (&projections.Keys{KV: m.Store.Keys}).Handle},
 		{Name: queries.ConsumerInflightRelease, Stream: m.Store.Queries, Filters: queries.TerminalFilters(), Handle: m.Queries.ReleaseOnTerminal},
 	}

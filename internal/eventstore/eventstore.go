@@ -293,3 +293,32 @@ func (s *Store) Follow(ctx context.Context, stream jetstream.Stream, filter stri
 func (s *Store) FollowQuery(ctx context.Context, requestID string) (<-chan events.Record, <-chan error) {
 	return s.Follow(ctx, s.Queries, events.Filter(events.AggregateQuery, requestID))
 }
+
+// Entry is one key and value of a bucket.
+type Entry struct {
+	Key   string
+	Value []byte
+}
+
+// PutAll writes entries to the bucket with asynchronous publishes and waits
+// for every acknowledgement: a batch costs one round trip, not one per entry.
+func (s *Store) PutAll(ctx context.Context, bucket string, entries []Entry) error {
+	futures := make([]jetstream.PubAckFuture, 0, len(entries))
+	for _, e := range entries {
+		f, err := s.JS.PublishAsync("$KV."+bucket+"."+e.Key, e.Value)
+		if err != nil {
+			return classify("put "+bucket, err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return classify("put "+bucket, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

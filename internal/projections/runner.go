@@ -21,15 +21,24 @@ const (
 // Handler applies one event. It must be idempotent by sequence.
 type Handler func(ctx context.Context, r events.Record) error
 
-// Runner feeds a handler from a durable consumer, one event at a time in
-// stream order. A failing event is retried in place, never skipped or
-// reordered, so a read model never misses an event.
+// BatchHandler applies events in stream order. It must be idempotent by
+// sequence.
+type BatchHandler func(ctx context.Context, recs []events.Record) error
+
+// Runner feeds a handler from a durable consumer in stream order: one event
+// at a time (Handle), or every event already delivered, up to Batch, at once
+// (HandleBatch). A failing event or batch is retried in place, never skipped
+// or reordered, so a read model never misses an event. A batch is
+// acknowledged by its last event (AckAll).
 type Runner struct {
-	Name    string
-	Stream  jetstream.Stream
-	Filters []string
-	Handle  Handler
-	Log     zerolog.Logger
+	Name        string
+	Stream      jetstream.Stream
+	Filters     []string
+	Handle      Handler
+	HandleBatch BatchHandler
+	// Batch bounds a batch; zero means 1024.
+	Batch int
+	Log   zerolog.Logger
 }
 
 // Run consumes until ctx ends.
@@ -38,55 +47,89 @@ func (r *Runner) Run(ctx context.Context) error {
 		Durable:        r.Name,
 		FilterSubjects: r.Filters,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckPolicy:      jetstream.AckAllPolicy,
 		AckWait:        30 * time.Second,
-		MaxAckPending:  4096,
+		MaxAckPending:  8192,
 	})
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", r.Name, err)
 	}
-	msgs, err := cons.Messages(jetstream.PullMaxMessages(512))
+	size := r.Batch
+	if size <= 0 {
+		size = 1024
+	}
+	in := make(chan jetstream.Msg, 2*size)
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		select {
+		case in <- msg:
+		case <-ctx.Done():
+		}
+	}, jetstream.PullMaxMessages(size))
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", r.Name, err)
 	}
-	go func() {
-		<-ctx.Done()
-		msgs.Stop()
-	}()
+	defer cc.Stop()
+	handle := r.HandleBatch
+	if handle == nil {
+		handle = func(ctx context.Context, recs []events.Record) error {
+			for _, rec := range recs {
+				if err := r.Handle(ctx, rec); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	recs := make([]events.Record, 0, size)
 	for {
-		msg, err := msgs.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
+		var last jetstream.Msg
+		recs = recs[:0]
+		select {
+		case <-ctx.Done():
+			return nil
+		case msg := <-in:
+			last = r.decode(msg, &recs)
+		}
+	drain:
+		for len(recs) < size {
+			select {
+			case msg := <-in:
+				last = r.decode(msg, &recs)
+			default:
+				break drain
 			}
-			r.Log.Warn().Err(err).Str("consumer", r.Name).Msg("projection: next message")
-			continue
 		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			_ = msg.Term()
-			continue
-		}
-		rec, err := events.Decode(meta.Sequence.Stream, msg.Data())
-		if err != nil {
-			r.Log.Error().Err(err).Str("consumer", r.Name).Msg("projection: undecodable event skipped")
-			_ = msg.Term()
-			continue
-		}
-		for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
-			if err = r.Handle(ctx, rec); err == nil {
+		for backoff := 10 * time.Millisecond; len(recs) > 0; backoff = min(2*backoff, 2*time.Second) {
+			if err := handle(ctx, recs); err == nil {
 				break
+			} else {
+				r.Log.Warn().Err(err).Str("consumer", r.Name).Uint64("seq", recs[0].Seq).Msg("projection: retrying events")
 			}
-			r.Log.Warn().Err(err).Str("consumer", r.Name).Uint64("seq", rec.Seq).Msg("projection: retrying event")
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-time.After(backoff):
 			}
-			_ = msg.InProgress()
+			_ = last.InProgress()
 		}
-		_ = msg.Ack()
+		_ = last.Ack()
 	}
+}
+
+// decode appends msg's event to recs and returns msg; an undecodable event is
+// logged and left out.
+func (r *Runner) decode(msg jetstream.Msg, recs *[]events.Record) jetstream.Msg {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return msg
+	}
+	rec, err := events.Decode(meta.Sequence.Stream, msg.Data())
+	if err != nil {
+		r.Log.Error().Err(err).Str("consumer", r.Name).Uint64("seq", meta.Sequence.Stream).Msg("projection: undecodable event skipped")
+		return msg
+	}
+	*recs = append(*recs, rec)
+	return msg
 }
 
 // DeleteConsumer removes a runner's durable consumer so it starts over from

@@ -5,73 +5,91 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
 )
 
 // QueryStatus projects QUERIES into the query_status bucket. It keeps the
-// documents of unfinished queries in memory, as it is their only writer.
+// documents of unfinished queries in memory, as it is their only writer, and
+// writes each query changed by a batch of events once.
 type QueryStatus struct {
-	KV func() jetstream.KeyValue
+	Store *eventstore.Store
 
-	mu    sync.Mutex
-	cache map[string]*QueryDoc
+	cache map[string]*QueryDoc // used by the runner's goroutine only
 }
 
-// Handle applies one query event.
-func (p *QueryStatus) Handle(ctx context.Context, r events.Record) error {
-	id := events.AggregateID(r.Envelope.Subject)
-	p.mu.Lock()
+// HandleBatch applies query events in stream order.
+func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) error {
 	if p.cache == nil {
 		p.cache = map[string]*QueryDoc{}
 	}
-	doc := p.cache[id]
-	p.mu.Unlock()
-	kv := p.KV()
-	if doc == nil {
-		doc = &QueryDoc{}
-		entry, err := kv.Get(ctx, id)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return fmt.Errorf("get %s: %w", id, err)
-		default:
-			if err := json.Unmarshal(entry.Value(), doc); err != nil {
-				return fmt.Errorf("decode %s: %w", id, err)
+	changed := map[string]*QueryDoc{}
+	var order []string
+	for _, r := range recs {
+		id := events.AggregateID(r.Envelope.Subject)
+		doc := changed[id]
+		if doc == nil {
+			cur, err := p.load(ctx, id)
+			if err != nil {
+				return err
 			}
+			if r.Seq <= cur.Seq {
+				continue
+			}
+			doc = cur.clone()
+			changed[id] = doc
+			order = append(order, id)
 		}
+		doc.Apply(r)
 	}
-	if r.Seq <= doc.Seq {
-		return nil
+	entries := make([]eventstore.Entry, 0, len(order))
+	for _, id := range order {
+		data, err := changed[id].Encode()
+		if err != nil {
+			return err
+		}
+		entries = append(entries, eventstore.Entry{Key: id, Value: data})
 	}
-	next := *doc
-	next.Result.Models = append([]ModelResult(nil), doc.Result.Models...)
-	next.Apply(r)
-	data, err := next.Encode()
-	if err != nil {
+	if err := p.Store.PutAll(ctx, eventstore.BucketQueryStatus, entries); err != nil {
 		return err
 	}
-	if _, err := kv.Put(ctx, id, data); err != nil {
-		return fmt.Errorf("put %s: %w", id, err)
+	for _, id := range order {
+		if doc := changed[id]; doc.Result.Terminal() {
+			delete(p.cache, id)
+		} else {
+			p.cache[id] = doc
+		}
 	}
-	p.mu.Lock()
-	if next.Result.Terminal() {
-		delete(p.cache, id)
-	} else {
-		p.cache[id] = &next
-	}
-	p.mu.Unlock()
 	return nil
 }
 
-// Reset forgets the cached documents, as a rebuild needs.
-func (p *QueryStatus) Reset() {
-	p.mu.Lock()
-	p.cache = nil
-	p.mu.Unlock()
+// load returns the current document of id: cached, stored, or empty.
+func (p *QueryStatus) load(ctx context.Context, id string) (*QueryDoc, error) {
+	if doc := p.cache[id]; doc != nil {
+		return doc, nil
+	}
+	doc := &QueryDoc{}
+	entry, err := p.Store.QueryStatus.Get(ctx, id)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("get %s: %w", id, err)
+	default:
+		if err := json.Unmarshal(entry.Value(), doc); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", id, err)
+		}
+	}
+	return doc, nil
+}
+
+// clone copies d deeply enough for Apply to change the copy only.
+func (d *QueryDoc) clone() *QueryDoc {
+	next := *d
+	next.Result.Models = append([]ModelResult(nil), d.Result.Models...)
+	return &next
 }
 
 // Keys projects ACCOUNTS into the keys bucket: each key's state by fingerprint.
