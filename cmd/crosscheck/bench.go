@@ -189,7 +189,7 @@ func benchPolicy(ctx context.Context, cfg benchConfig, always bool, w io.Writer)
 	})
 	step("latency", func() error { return benchLatency(ctx, cfg, always, &r) })
 	step("in-flight memory", func() (e error) { r.InflightBytesPerQuery, e = benchInflight(ctx, cfg, always); return })
-	step("replay", func() (e error) { r.ReplayEventsPerS, e = benchReplay(ctx, loadDir); return })
+	step("replay", func() (e error) { r.ReplayEventsPerS, e = benchReplay(ctx, loadDir, always); return })
 	if loadDir != "" {
 		_ = os.RemoveAll(loadDir)
 	}
@@ -433,7 +433,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 	}
 	run(cfg.Phase/5, false)
 	seq0 := lastSeq(ctx, m.Store.Queries)
-	stop := startProfile(always)
+	stop := startProfile("load", always)
 	t := time.Now()
 	run(cfg.Phase, true)
 	secs := time.Since(t).Seconds()
@@ -447,6 +447,8 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 	// Polls of finished queries, by the clients that own them.
 	var polls atomic.Int64
 	deadline := time.Now().Add(cfg.Phase / 2)
+	stop = startProfile("poll", always)
+	defer stop()
 	t = time.Now()
 	var wg sync.WaitGroup
 	for c := range cfg.Clients {
@@ -479,11 +481,16 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 // ownedQuery is a finished query and the key that may read it.
 type ownedQuery struct{ id, key string }
 
-// startProfile writes a CPU profile of the full-load phase of the default
-// policy to $BENCH_CPUPROFILE, when it is set.
-func startProfile(always bool) func() {
+// startProfile writes a CPU profile of one phase of the default policy to
+// $BENCH_CPUPROFILE, when it is set: the phase named by $BENCH_PROFILE_PHASE
+// (load, poll or replay; default load).
+func startProfile(phase string, always bool) func() {
 	path := os.Getenv("BENCH_CPUPROFILE")
-	if path == "" || always {
+	want := os.Getenv("BENCH_PROFILE_PHASE")
+	if want == "" {
+		want = "load"
+	}
+	if path == "" || always || want != phase {
 		return func() {}
 	}
 	f, err := os.Create(path)
@@ -691,7 +698,7 @@ func heapAndStacks() int64 {
 
 // benchReplay rebuilds the query read model of dir from zero with the
 // production projector and reports events applied per second.
-func benchReplay(ctx context.Context, dir string) (float64, error) {
+func benchReplay(ctx context.Context, dir string, always bool) (float64, error) {
 	if dir == "" {
 		return 0, errors.New("no data dir from the load phase")
 	}
@@ -734,6 +741,8 @@ func benchReplay(ctx context.Context, dir string) (float64, error) {
 			}
 			return nil
 		}}
+	stop := startProfile("replay", always)
+	defer stop()
 	t := time.Now()
 	go func() { _ = runner.Run(runCtx) }()
 	select {

@@ -135,15 +135,13 @@ func TestKeySecretNeverLeaks(t *testing.T) {
 		}
 	}
 	for _, rec := range h.streamRecords("ACCOUNTS") {
-		raw, _ := json.Marshal(rec.Envelope)
-		must(t, !strings.Contains(string(raw), secret), "the key secret appears in event %s", rec.Envelope.Type)
+		must(t, !strings.Contains(string(rec.Raw), secret), "the key secret appears in event %s", rec.Envelope.Type)
 	}
 	for _, rec := range h.streamRecords("QUERIES") {
 		if events.AggregateID(rec.Envelope.Subject) == echoed {
 			continue
 		}
-		raw, _ := json.Marshal(rec.Envelope)
-		must(t, !strings.Contains(string(raw), secret), "the key secret appears in event %s", rec.Envelope.Type)
+		must(t, !strings.Contains(string(rec.Raw), secret), "the key secret appears in event %s", rec.Envelope.Type)
 	}
 	e, err := h.m.Store.Keys.Get(t.Context(), fp)
 	must(t, err == nil && !strings.Contains(string(e.Value()), secret), "the keys read model holds the secret")

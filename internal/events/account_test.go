@@ -91,3 +91,16 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		t.Error("an unknown event type decoded")
 	}
 }
+
+func TestDecodeForeignFieldOrder(t *testing.T) {
+	// An envelope written by another producer, data first, with a "type" key
+	// inside its data, still decodes by its own type.
+	raw := []byte(`{"data":{"code":"x","message":"type","type":"query.completed"},"schema":1,"time":"2026-11-21T12:00:00Z","subject":"ev.query.r1.failed","source":"s","type":"query.failed","id":"1"}`)
+	rec, err := Decode(3, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := rec.Event.(QueryFailed); !ok || f.Code != "x" || rec.Envelope.Type != "query.failed" {
+		t.Fatalf("decoded %T %+v", rec.Event, rec.Event)
+	}
+}

@@ -4,6 +4,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -40,11 +41,15 @@ type Envelope struct {
 	Data    json.RawMessage `json:"data"`
 }
 
-// Record is an envelope as stored: with its stream sequence and decoded event.
+// Record is an envelope as stored: with its stream sequence and decoded
+// event. Decode leaves Envelope.Data empty; Raw holds the stored bytes.
 type Record struct {
 	Seq      uint64
 	Envelope Envelope
 	Event    Event
+	Raw      []byte
+	// Redelivered is set by a consumer that received the event before.
+	Redelivered bool
 }
 
 // Subject returns the subject of an event of aggregate with id: ev.<aggregate>.<id>.<name>.
@@ -101,22 +106,59 @@ func Types() []string {
 	return out
 }
 
-// Decode decodes an envelope and its event from stored bytes.
+// typed is an envelope whose data decodes straight into its event.
+type typed struct {
+	ID      string    `json:"id"`
+	Type    string    `json:"type"`
+	Source  string    `json:"source"`
+	Subject string    `json:"subject"`
+	Time    time.Time `json:"time"`
+	Schema  int       `json:"schema"`
+	Data    any       `json:"data"`
+}
+
+// Decode decodes an envelope and its event from stored bytes, in one pass:
+// the type is read first, then the whole envelope into that event type.
 func Decode(seq uint64, raw []byte) (Record, error) {
-	var env Envelope
-	if err := json.Unmarshal(raw, &env); err != nil {
+	typ, err := peekType(raw)
+	if err != nil {
 		return Record{}, fmt.Errorf("decode envelope at %d: %w", seq, err)
 	}
-	mk, ok := registry[env.Type]
+	mk, ok := registry[typ]
 	if !ok {
-		return Record{}, fmt.Errorf("decode envelope at %d: unknown event type %q", seq, env.Type)
+		return Record{}, fmt.Errorf("decode envelope at %d: unknown event type %q", seq, typ)
 	}
 	ev := mk()
-	if err := json.Unmarshal(env.Data, ev); err != nil {
-		return Record{}, fmt.Errorf("decode %s at %d: %w", env.Type, seq, err)
+	t := typed{Data: ev}
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return Record{}, fmt.Errorf("decode %s at %d: %w", typ, seq, err)
 	}
+	if t.Type != typ {
+		return Record{}, fmt.Errorf("decode envelope at %d: ambiguous type", seq)
+	}
+	env := Envelope{ID: t.ID, Type: t.Type, Source: t.Source, Subject: t.Subject, Time: t.Time, Schema: t.Schema}
 	// Events are kept as values, not pointers, so type switches read plainly.
-	return Record{Seq: seq, Envelope: env, Event: deref(ev)}, nil
+	return Record{Seq: seq, Envelope: env, Event: deref(ev), Raw: raw}, nil
+}
+
+// peekType finds the envelope's "type" without decoding the rest. Envelopes
+// written by this package put it before "data"; anything else falls back to a
+// full decode of the header fields.
+func peekType(raw []byte) (string, error) {
+	const key = `"type":"`
+	if i := bytes.Index(raw, []byte(key)); i >= 0 {
+		rest := raw[i+len(key):]
+		if j := bytes.IndexByte(rest, '"'); j >= 0 && bytes.IndexByte(rest[:j], '\\') < 0 && i < bytes.Index(raw, []byte(`"data":`)) {
+			return string(rest[:j]), nil
+		}
+	}
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return "", err
+	}
+	return head.Type, nil
 }
 
 func deref(ev Event) Event {

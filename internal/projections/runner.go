@@ -128,6 +128,7 @@ func (r *Runner) decode(msg jetstream.Msg, recs *[]events.Record) jetstream.Msg 
 		r.Log.Error().Err(err).Str("consumer", r.Name).Uint64("seq", meta.Sequence.Stream).Msg("projection: undecodable event skipped")
 		return msg
 	}
+	rec.Redelivered = meta.NumDelivered > 1
 	*recs = append(*recs, rec)
 	return msg
 }

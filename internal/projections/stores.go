@@ -32,7 +32,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 		id := events.AggregateID(r.Envelope.Subject)
 		doc := changed[id]
 		if doc == nil {
-			cur, err := p.load(ctx, id)
+			cur, err := p.load(ctx, id, r)
 			if err != nil {
 				return err
 			}
@@ -66,12 +66,17 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 	return nil
 }
 
-// load returns the current document of id: cached, stored, or empty.
-func (p *QueryStatus) load(ctx context.Context, id string) (*QueryDoc, error) {
+// load returns the current document of id, to which r applies next:
+// cached, stored, or empty. A submitted event delivered for the first time
+// starts its query, so nothing can be stored for it yet.
+func (p *QueryStatus) load(ctx context.Context, id string, r events.Record) (*QueryDoc, error) {
 	if doc := p.cache[id]; doc != nil {
 		return doc, nil
 	}
 	doc := &QueryDoc{}
+	if _, first := r.Event.(events.QuerySubmitted); first && !r.Redelivered {
+		return doc, nil
+	}
 	entry, err := p.Store.QueryStatus.Get(ctx, id)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
