@@ -225,6 +225,27 @@ func TestInflightLimitPerKey(t *testing.T) {
 	})
 }
 
+// A slot whose release was lost with its process is freed when the key is
+// next full: its query has a terminal event.
+func TestInflightSlotOfAnEndedQueryHeals(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	key := h.newKey()
+	var ended []map[string]any
+	for range 8 {
+		id := h.submitOK(key, "ends normally")
+		h.wait(key, id, 30*time.Second)
+		ended = append(ended, map[string]any{"id": id, "at": time.Now().UTC()})
+	}
+	// Play eight lost releases: the slots are back although the queries ended.
+	raw, _ := json.Marshal(map[string]any{"requests": ended})
+	_, err := h.m.Store.Inflight.Put(context.Background(), key[5:13], raw)
+	must(t, err == nil, "put slots: %v", err)
+	h.restart(false) // a new process knows nothing of the key's slots
+	r := h.submit(key, map[string]any{"mode": "unify", "prompt": "after lost releases"})
+	must(t, r.status == 202, "a key whose slots all belong to ended queries was refused: %d %s", r.status, r.body)
+}
+
 func TestInflightSlotsFreedAfterCrash(t *testing.T) {
 	t.Parallel()
 	hold := make(chan struct{})

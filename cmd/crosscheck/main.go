@@ -203,7 +203,6 @@ func (m *Main) runProjections(ctx context.Context) {
 	runners := []*projections.Runner{
 		{Name: projections.ConsumerQueryStatus, Stream: m.Store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: status.HandleBatch},
 		{Name: projections.ConsumerKeys, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"}, Handle: (&projections.Keys{KV: m.Store.Keys}).Handle},
-		{Name: queries.ConsumerInflightRelease, Stream: m.Store.Queries, Filters: queries.TerminalFilters(), Handle: m.Queries.ReleaseOnTerminal},
 	}
 	for _, r := range runners {
 		r.Log = m.Log

@@ -4,8 +4,10 @@
 package projections
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/crosscheck/crosscheck/internal/events"
@@ -211,4 +213,26 @@ type StoredQuery struct {
 	Seq       uint64          `json:"seq"`
 	AccountID string          `json:"account_id"`
 	Result    json.RawMessage `json:"result"`
+}
+
+// ParseStored reads a stored QueryDoc. Documents this package wrote are
+// sliced, not decoded: Encode writes seq, account_id, key_fingerprint and
+// result in that order, the result last. Anything else is decoded in full.
+func ParseStored(raw []byte) (StoredQuery, error) {
+	const acct, res = `,"account_id":"`, `,"result":`
+	if i := bytes.Index(raw, []byte(acct)); i > 0 && bytes.HasPrefix(raw, []byte(`{"seq":`)) && bytes.HasSuffix(raw, []byte("}}")) {
+		rest := raw[i+len(acct):]
+		if j := bytes.IndexByte(rest, '"'); j > 0 {
+			if k := bytes.Index(rest[j:], []byte(res)); k > 0 {
+				seq, err := strconv.ParseUint(string(raw[len(`{"seq":`):i]), 10, 64)
+				result := rest[j+k+len(res) : len(rest)-1]
+				if err == nil && bytes.IndexByte(rest[:j], '\\') < 0 {
+					return StoredQuery{Seq: seq, AccountID: string(rest[:j]), Result: result}, nil
+				}
+			}
+		}
+	}
+	var doc StoredQuery
+	err := json.Unmarshal(raw, &doc)
+	return doc, err
 }

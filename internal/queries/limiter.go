@@ -21,13 +21,12 @@ const InflightLimit = 8
 // RetryAfterSeconds is the Retry-After of a rate_limited answer.
 const RetryAfterSeconds = 30
 
-// ConsumerInflightRelease is the durable consumer that frees a slot on each
-// terminal query event. It is persistent state: never rename it.
-const ConsumerInflightRelease = "inflight_release"
-
-// slotGrace is how old a slot must be before a full key checks it against the
-// query's events (it may belong to a submission still being appended).
+// slotGrace is how old a slot without a submitted event must be before it is
+// dropped: younger, it may belong to a submission still being appended.
 const slotGrace = 10 * time.Second
+
+// healEvery bounds how often a full key checks its slots against the events.
+const healEvery = time.Second
 
 type slot struct {
 	ID string    `json:"id"`
@@ -46,10 +45,11 @@ func (s *slots) has(id string) bool {
 // serialises the process's own changes to the key, so they do not race each
 // other for the compare-and-set; other processes are still seen through it.
 type keySlots struct {
-	mu    sync.Mutex
-	cur   *slots
-	rev   uint64
-	fresh bool // cur and rev were read or written by this process last
+	mu     sync.Mutex
+	cur    *slots
+	rev    uint64
+	fresh  bool // cur and rev were read or written by this process last
+	healed time.Time
 }
 
 func (s *Service) keySlots(fingerprint string) *keySlots {
@@ -70,7 +70,7 @@ func (s *Service) acquire(ctx context.Context, fingerprint, id string) error {
 			if !reloaded {
 				return nil, errStale // another process may have freed a slot
 			}
-			healed, err := s.heal(ctx, cur)
+			healed, err := s.heal(ctx, fingerprint, cur)
 			if err != nil {
 				return nil, err
 			}
@@ -89,8 +89,9 @@ func (s *Service) acquire(ctx context.Context, fingerprint, id string) error {
 }
 
 // Release frees request id's slot; freeing a slot that is not held succeeds.
-// The worker calls it as soon as a query ends; ReleaseOnTerminal is the
-// crash-safe path that frees it in any case.
+// The worker calls it as soon as a query ends. A slot it could not free (the
+// process died between the terminal event and the release) is healed when
+// the key is next full.
 func (s *Service) Release(ctx context.Context, fingerprint, id string) error {
 	return s.changeSlots(ctx, fingerprint, func(cur *slots, reloaded bool) (*slots, error) {
 		if !cur.has(id) {
@@ -193,18 +194,20 @@ func (s *Service) storeSlots(ctx context.Context, fingerprint string, cur *slots
 	return 0, false, unavailable(err)
 }
 
-// heal drops slots that no longer hold a query in flight: a submission that
-// never reached the stream (its process died between the two steps), or a
-// query that ended but whose release has not been applied yet. Only slots
-// older than slotGrace are checked.
-func (s *Service) heal(ctx context.Context, cur *slots) (*slots, error) {
+// heal drops the slots of a full key that no longer hold a query in flight:
+// a query that has its terminal event (its release was lost with its
+// process), or a submission older than slotGrace that never reached the
+// stream (its process died between taking the slot and appending). A key is
+// checked at most once per healEvery; the caller holds its keySlots lock.
+func (s *Service) heal(ctx context.Context, fingerprint string, cur *slots) (*slots, error) {
+	ks := s.keySlots(fingerprint)
+	if s.Now().Sub(ks.healed) < healEvery {
+		return cur, nil
+	}
+	ks.healed = s.Now()
 	out := &slots{}
 	for _, sl := range cur.Requests {
-		if s.Now().Sub(sl.At) < slotGrace {
-			out.Requests = append(out.Requests, sl)
-			continue
-		}
-		live, err := s.inFlight(ctx, sl.ID)
+		live, err := s.inFlight(ctx, sl)
 		if err != nil {
 			return nil, err
 		}
@@ -215,13 +218,9 @@ func (s *Service) heal(ctx context.Context, cur *slots) (*slots, error) {
 	return out, nil
 }
 
-func (s *Service) inFlight(ctx context.Context, id string) (bool, error) {
-	sub, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, id, events.QuerySubmitted{}.EventName()))
-	if err != nil || sub == nil {
-		return false, unavailableOr(err)
-	}
+func (s *Service) inFlight(ctx context.Context, sl slot) (bool, error) {
 	for _, name := range events.TerminalEvents {
-		rec, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, id, name))
+		rec, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, sl.ID, name))
 		if err != nil {
 			return false, unavailable(err)
 		}
@@ -229,27 +228,14 @@ func (s *Service) inFlight(ctx context.Context, id string) (bool, error) {
 			return false, nil
 		}
 	}
-	return true, nil
-}
-
-// ReleaseOnTerminal is the handler of ConsumerInflightRelease: it frees the
-// slot of each query that completed or failed. It is idempotent.
-func (s *Service) ReleaseOnTerminal(ctx context.Context, r events.Record) error {
-	id := events.AggregateID(r.Envelope.Subject)
-	sub, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, id, events.QuerySubmitted{}.EventName()))
-	if err != nil || sub == nil {
-		return err
+	if s.Now().Sub(sl.At) < slotGrace {
+		return true, nil
 	}
-	return s.Release(ctx, sub.Event.(events.QuerySubmitted).KeyFingerprint, id)
-}
-
-// TerminalFilters are the subjects ConsumerInflightRelease reads.
-func TerminalFilters() []string {
-	out := make([]string, 0, len(events.TerminalEvents))
-	for _, name := range events.TerminalEvents {
-		out = append(out, "ev."+events.AggregateQuery+".*."+name)
+	sub, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, sl.ID, events.QuerySubmitted{}.EventName()))
+	if err != nil {
+		return false, unavailable(err)
 	}
-	return out
+	return sub != nil, nil
 }
 
 func unavailableOr(err error) error {

@@ -147,8 +147,8 @@ func (s *Service) read(ctx context.Context, id string) (json.RawMessage, string,
 	entry, err := s.Store.QueryStatus.Get(ctx, id)
 	switch {
 	case err == nil:
-		var doc projections.StoredQuery
-		if err := json.Unmarshal(entry.Value(), &doc); err != nil {
+		doc, err := projections.ParseStored(entry.Value())
+		if err != nil {
 			return nil, "", err
 		}
 		return doc.Result, doc.AccountID, nil

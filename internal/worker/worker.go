@@ -182,7 +182,7 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record) error
 			continue
 		}
 		if err == nil && w.Finished != nil {
-			// Best effort: the inflight_release consumer frees the slot anyway.
+			// Best effort: a full key heals a slot whose query has ended.
 			_ = w.Finished(ctx, q.Submitted.KeyFingerprint, id)
 		}
 		return err
