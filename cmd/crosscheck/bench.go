@@ -686,6 +686,12 @@ func benchInflight(ctx context.Context, cfg benchConfig, always bool) (float64, 
 	}
 	time.Sleep(500 * time.Millisecond) // let the last model calls begin
 	after := heapAndStacks()
+	if path := os.Getenv("BENCH_MEMPROFILE"); path != "" && !always {
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 	return float64(after-before) / float64(cfg.Inflight), nil
 }
 

@@ -30,6 +30,7 @@ type Service struct {
 	Now   func() time.Time
 
 	slots sync.Map // fingerprint → *keySlots
+	done  finished
 }
 
 // Submission is the outcome of an accepted submission.
@@ -144,12 +145,18 @@ func (s *Service) read(ctx context.Context, id string) (json.RawMessage, string,
 	if !ValidRequestID(id) {
 		return nil, "", nil
 	}
+	if e, ok := s.done.get(id); ok {
+		return e.result, e.accountID, nil
+	}
 	entry, err := s.Store.QueryStatus.Get(ctx, id)
 	switch {
 	case err == nil:
 		doc, err := projections.ParseStored(entry.Value())
 		if err != nil {
 			return nil, "", err
+		}
+		if ended(doc.Result) {
+			s.done.put(id, doc.AccountID, doc.Result)
 		}
 		return doc.Result, doc.AccountID, nil
 	case !errors.Is(err, jetstream.ErrKeyNotFound):
