@@ -58,10 +58,13 @@ func (r *Runner) Run(ctx context.Context) error {
 	if size <= 0 {
 		size = 1024
 	}
-	in := make(chan jetstream.Msg, 2*size)
+	// Events are decoded on the consumer's delivery goroutine, so decoding
+	// and applying run side by side.
+	in := make(chan delivered, 2*size)
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		d := r.decode(msg)
 		select {
-		case in <- msg:
+		case in <- d:
 		case <-ctx.Done():
 		}
 	}, jetstream.PullMaxMessages(size))
@@ -84,17 +87,23 @@ func (r *Runner) Run(ctx context.Context) error {
 	for {
 		var last jetstream.Msg
 		recs = recs[:0]
+		add := func(d delivered) {
+			last = d.msg
+			if d.ok {
+				recs = append(recs, d.rec)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case msg := <-in:
-			last = r.decode(msg, &recs)
+		case d := <-in:
+			add(d)
 		}
 	drain:
 		for len(recs) < size {
 			select {
-			case msg := <-in:
-				last = r.decode(msg, &recs)
+			case d := <-in:
+				add(d)
 			default:
 				break drain
 			}
@@ -116,21 +125,26 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
-// decode appends msg's event to recs and returns msg; an undecodable event is
-// logged and left out.
-func (r *Runner) decode(msg jetstream.Msg, recs *[]events.Record) jetstream.Msg {
+// delivered is one message and its event; ok is false for a message whose
+// event could not be decoded, which is logged and left out.
+type delivered struct {
+	msg jetstream.Msg
+	rec events.Record
+	ok  bool
+}
+
+func (r *Runner) decode(msg jetstream.Msg) delivered {
 	meta, err := msg.Metadata()
 	if err != nil {
-		return msg
+		return delivered{msg: msg}
 	}
 	rec, err := events.Decode(meta.Sequence.Stream, msg.Data())
 	if err != nil {
 		r.Log.Error().Err(err).Str("consumer", r.Name).Uint64("seq", meta.Sequence.Stream).Msg("projection: undecodable event skipped")
-		return msg
+		return delivered{msg: msg}
 	}
 	rec.Redelivered = meta.NumDelivered > 1
-	*recs = append(*recs, rec)
-	return msg
+	return delivered{msg: msg, rec: rec, ok: true}
 }
 
 // DeleteConsumer removes a runner's durable consumer so it starts over from
