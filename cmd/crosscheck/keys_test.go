@@ -76,7 +76,7 @@ func TestAPIKeyStates(t *testing.T) {
 			names = append(names, rec.Envelope.Type)
 		}
 	}
-	want := "account.created account.key_created account.key_disabled account.key_enabled account.key_suspended account.key_unsuspended account.key_disabled account.key_suspended account.key_unsuspended account.key_revoked"
+	want := "account.created account.credits_granted account.key_created account.key_disabled account.key_enabled account.key_suspended account.key_unsuspended account.key_disabled account.key_suspended account.key_unsuspended account.key_revoked"
 	must(t, strings.Join(names, " ") == want, "account events:\n got %s\nwant %s", strings.Join(names, " "), want)
 
 	// A revoked key stays revoked across a restart.

@@ -25,6 +25,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/embedded"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/handlers"
+	"github.com/crosscheck/crosscheck/internal/ledger"
 	"github.com/crosscheck/crosscheck/internal/modes"
 	"github.com/crosscheck/crosscheck/internal/projections"
 	"github.com/crosscheck/crosscheck/internal/providers"
@@ -38,6 +39,7 @@ const usage = `crosscheck — multi-model verification service
 Usage:
   crosscheck serve     run the API, workers and projectors in one process
                        (embedded NATS JetStream unless CROSSCHECK_NATS_URL is set)
+  crosscheck audit     replay the ledger and check it (exit 1 on any difference)
   crosscheck bench     measure the service beside the raw JetStream limit
                        (writes JSON to $BENCH_OUT, default bench/results.json)
   crosscheck version   print the version
@@ -58,6 +60,18 @@ func main() {
 		if err := serve(); err != nil {
 			fmt.Fprintln(os.Stderr, "crosscheck:", err)
 			os.Exit(1)
+		}
+	case "audit":
+		cfg, err := config.FromEnv()
+		if err == nil {
+			var ok bool
+			if ok, err = runAudit(context.Background(), cfg, os.Stdout); err == nil && !ok {
+				os.Exit(1)
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "crosscheck audit:", err)
+			os.Exit(2)
 		}
 	case "bench":
 		if err := benchCommand(); err != nil {
@@ -114,6 +128,7 @@ type Main struct {
 
 	Store    *eventstore.Store
 	Accounts *accounts.Service
+	Ledger   *ledger.Service
 	Queries  *queries.Service
 	Catalog  *catalog.Catalog
 
@@ -175,7 +190,12 @@ func (m *Main) Open(ctx context.Context) error {
 		calls[key] = &providers.Retry{Provider: p, Delays: m.RetryDelays, Timeout: cfg.ModelTimeout}
 	}
 	m.Accounts = &accounts.Service{Store: m.Store, Now: m.Now}
-	m.Queries = &queries.Service{Store: m.Store, Catalog: m.Catalog, Modes: map[string]bool{queries.ModeUnify: true}, Now: m.Now}
+	estimator := &ledger.Estimator{Catalog: m.Catalog}
+	m.Ledger = &ledger.Service{Accounts: m.Accounts, Estimator: estimator, Now: m.Now}
+	m.Queries = &queries.Service{
+		Store: m.Store, Catalog: m.Catalog, Modes: map[string]bool{queries.ModeUnify: true}, Now: m.Now,
+		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts,
+	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
@@ -187,7 +207,8 @@ func (m *Main) Open(ctx context.Context) error {
 	w := &worker.Worker{
 		Store: m.Store, Log: m.Log, Now: m.Now,
 		AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, Grace: cfg.ShutdownGrace, Finished: m.Queries.Release,
-		Modes: map[string]worker.Mode{queries.ModeUnify: &modes.Unify{Providers: calls}},
+		Ledger: m.Ledger,
+		Modes:  map[string]worker.Mode{queries.ModeUnify: &modes.Unify{Providers: calls, Price: estimator.Cost}},
 	}
 	go func() {
 		defer close(m.workerDone)
@@ -203,6 +224,7 @@ func (m *Main) runProjections(ctx context.Context) {
 	runners := []*projections.Runner{
 		{Name: projections.ConsumerQueryStatus, Stream: m.Store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: status.HandleBatch},
 		{Name: projections.ConsumerKeys, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"}, Handle: (&projections.Keys{KV: m.Store.Keys}).Handle},
+		{Name: projections.ConsumerBalances, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"}, HandleBatch: (&projections.Balances{Store: m.Store}).HandleBatch},
 	}
 	for _, r := range runners {
 		r.Log = m.Log
@@ -230,7 +252,7 @@ func (m *Main) listen(ctx context.Context) error {
 		Auth: m.Accounts, Queries: m.Queries, Events: m.Store, Catalog: m.Catalog,
 		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat,
 	}
-	adm := &handlers.Admin{Accounts: m.Accounts, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
+	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
 	base := func(net.Listener) context.Context { return ctx }
 	m.public = &http.Server{Handler: api.Handler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
 	m.admin = &http.Server{Handler: adm.Handler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}

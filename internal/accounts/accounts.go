@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
@@ -22,7 +23,8 @@ type Service struct {
 	Store *eventstore.Store
 	Now   func() time.Time
 
-	cache keyCache
+	cache    keyCache
+	accounts sync.Map // account id → *cached
 }
 
 var plans = map[string]bool{events.PlanFree: true, events.PlanBasic: true, events.PlanPro: true, events.PlanEnterprise: true}
@@ -31,7 +33,7 @@ var plans = map[string]bool{events.PlanFree: true, events.PlanBasic: true, event
 func NewAccountID() string { return "acct_" + strings.ToLower(events.NewID()) }
 
 // CreateAccount opens an account on plan.
-func (s *Service) CreateAccount(ctx context.Context, name, plan string) (*events.Account, error) {
+func (s *Service) CreateAccount(ctx context.Context, name, plan string) (*AccountView, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return nil, apperr.New(apperr.InvalidRequest, "name is required")
@@ -43,24 +45,52 @@ func (s *Service) CreateAccount(ctx context.Context, name, plan string) (*events
 		return nil, apperr.New(apperr.InvalidRequest, "plan must be one of free, basic, pro, enterprise; got %q", plan)
 	}
 	id := NewAccountID()
-	return s.update(ctx, id, func(a *events.Account) ([]events.Event, error) {
-		return []events.Event{events.AccountCreated{AccountID: id, Name: name, Plan: plan}}, nil
-	})
+	var out AccountView
+	err := s.Update(ctx, id, func(a *events.Account) { out = ViewOf(a, s.Now()) },
+		func(a *events.Account) ([]events.Event, error) {
+			return []events.Event{events.AccountCreated{AccountID: id, Name: name, Plan: plan}}, nil
+		},
+		s.Rollover,
+	)
+	return &out, err
 }
 
-// Account returns the account with id, or not_found.
-func (s *Service) Account(ctx context.Context, id string) (*events.Account, error) {
+// Rollover is the step that grants plan credits when they are due: the Free
+// plan's credits at creation, a monthly plan's credits once per calendar
+// month, by whichever process notices the new month first.
+func (s *Service) Rollover(a *events.Account) ([]events.Event, error) {
+	if ev := a.Rollover(s.Now()); ev != nil {
+		return []events.Event{ev}, nil
+	}
+	return nil, nil
+}
+
+// Account returns a view of the account with id, or not_found. Plan credits
+// that are due are granted first.
+func (s *Service) Account(ctx context.Context, id string) (*AccountView, error) {
 	if !validID(id) {
 		return nil, apperr.New(apperr.NotFound, "no account %q", id)
 	}
-	a, err := s.Store.LoadAccount(ctx, id)
+	var out *AccountView
+	err := s.Update(ctx, id, func(a *events.Account) {
+		if a.Exists() {
+			v := ViewOf(a, s.Now())
+			out = &v
+		}
+	}, s.Refreshed(ctx, id), func(a *events.Account) ([]events.Event, error) {
+		if !a.Exists() {
+			return nil, nil
+		}
+		return s.Rollover(a)
+	})
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, err
 	}
-	if !a.Exists() {
+	if out == nil {
+		s.accounts.Delete(id)
 		return nil, apperr.New(apperr.NotFound, "no account %q", id)
 	}
-	return a, nil
+	return out, nil
 }
 
 // CreateKey creates an API key for the account. The returned keys.Key is the
@@ -87,13 +117,14 @@ func (s *Service) CreateKey(ctx context.Context, accountID, name string, acceptA
 			break
 		}
 	}
-	a, err := s.update(ctx, accountID, func(a *events.Account) ([]events.Event, error) {
-		return []events.Event{events.KeyCreated{Fingerprint: k.Fingerprint, Name: name, SecretHash: k.SecretHash(), AUPAccepted: true}}, nil
-	})
+	var key *events.Key
+	err := s.Update(ctx, accountID, func(a *events.Account) { key = copyKey(a.Keys[k.Fingerprint]) },
+		func(a *events.Account) ([]events.Event, error) {
+			return []events.Event{events.KeyCreated{Fingerprint: k.Fingerprint, Name: name, SecretHash: k.SecretHash(), AUPAccepted: true}}, nil
+		})
 	if err != nil {
 		return keys.Key{}, nil, err
 	}
-	key := a.Keys[k.Fingerprint]
 	if err := s.waitKey(ctx, key.Fingerprint, key.Seq); err != nil {
 		return keys.Key{}, nil, err
 	}
@@ -113,7 +144,8 @@ func (s *Service) Transition(ctx context.Context, fingerprint, action string) (*
 	if projected == nil {
 		return nil, apperr.New(apperr.NotFound, "no key with fingerprint %q", fingerprint)
 	}
-	a, err := s.update(ctx, projected.AccountID, func(a *events.Account) ([]events.Event, error) {
+	var key *events.Key
+	err = s.Update(ctx, projected.AccountID, func(a *events.Account) { key = copyKey(a.Keys[fingerprint]) }, func(a *events.Account) ([]events.Event, error) {
 		k := a.Keys[fingerprint]
 		if k == nil {
 			return nil, apperr.New(apperr.NotFound, "no key with fingerprint %q", fingerprint)
@@ -132,50 +164,11 @@ func (s *Service) Transition(ctx context.Context, fingerprint, action string) (*
 	if err != nil {
 		return nil, err
 	}
-	key := a.Keys[fingerprint]
 	if err := s.waitKey(ctx, fingerprint, key.Seq); err != nil {
 		return nil, err
 	}
 	s.cache.put(key)
 	return key, nil
-}
-
-// update is the one load → decide → append path of the account aggregate,
-// retried when another process appended in between.
-func (s *Service) update(ctx context.Context, accountID string, decide func(*events.Account) ([]events.Event, error)) (*events.Account, error) {
-	filter := events.Filter(events.AggregateAccount, accountID)
-	for attempt := 0; ; attempt++ {
-		a, err := s.Store.LoadAccount(ctx, accountID)
-		if err != nil {
-			return nil, unavailable(err)
-		}
-		evs, err := decide(a)
-		if err != nil {
-			return nil, err
-		}
-		conflict := false
-		for _, ev := range evs {
-			env, err := events.Wrap(events.AggregateAccount, accountID, ev, s.Now())
-			if err != nil {
-				return nil, err
-			}
-			seq, _, err := s.Store.Append(ctx, env, &eventstore.Expect{Filter: filter, Seq: a.LastSeq})
-			if errors.Is(err, eventstore.ErrConflict) {
-				conflict = true
-				break
-			}
-			if err != nil {
-				return nil, unavailable(err)
-			}
-			a.Apply(events.Record{Seq: seq, Envelope: env, Event: ev})
-		}
-		if !conflict {
-			return a, nil
-		}
-		if attempt > 50 {
-			return nil, apperr.New(apperr.ServiceRestarting, "account %s is too busy; retry", accountID)
-		}
-	}
 }
 
 // waitKey waits until the keys projection has applied seq for fingerprint, so
@@ -253,4 +246,48 @@ func validID(id string) bool {
 		}
 	}
 	return true
+}
+
+func copyKey(k *events.Key) *events.Key {
+	if k == nil {
+		return nil
+	}
+	cp := *k
+	return &cp
+}
+
+// AccountView is an account as the admin API shows it.
+type AccountView struct {
+	ID        string
+	Name      string
+	Plan      string
+	CreatedAt time.Time
+	Keys      []events.Key
+	// Money, in micro-credits.
+	BalanceMicros  int64
+	ReservedMicros int64
+	SpentThisMonth int64
+	CapMicros      *int64
+	OpenQueries    int
+	LedgerHead     string
+	GrantedPeriod  string
+	LastSeq        uint64
+}
+
+// ViewOf is the admin view of an account at now.
+func ViewOf(a *events.Account, now time.Time) AccountView {
+	v := AccountView{
+		ID: a.ID, Name: a.Name, Plan: a.Plan, CreatedAt: a.CreatedAt,
+		BalanceMicros: a.Ledger.BalanceMicros, ReservedMicros: a.Ledger.ReservedMicros,
+		SpentThisMonth: a.SpentThisMonth(now), OpenQueries: len(a.Ledger.Open),
+		LedgerHead: a.Ledger.Head, GrantedPeriod: a.Ledger.GrantedPeriod, LastSeq: a.LastSeq,
+	}
+	if a.Ledger.CapMicros != nil {
+		c := *a.Ledger.CapMicros
+		v.CapMicros = &c
+	}
+	for _, fp := range a.KeyOrder {
+		v.Keys = append(v.Keys, *a.Keys[fp])
+	}
+	return v
 }

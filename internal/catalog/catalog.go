@@ -26,10 +26,44 @@ const BackendSimulated = "simulated"
 
 // Model is one catalog row.
 type Model struct {
-	ID      string `json:"model_id"`
-	Name    string `json:"name"`
-	Tier    string `json:"tier"`
-	Default bool   `json:"default"`
+	ID      string  `json:"model_id"`
+	Name    string  `json:"name"`
+	Tier    string  `json:"tier"`
+	Default bool    `json:"default"`
+	Pricing Pricing `json:"pricing"`
+	// Tokenizer names the tiktoken encoding of an OpenAI-family model, for
+	// pre-flight estimates; empty means the approximation of one token per
+	// four bytes.
+	Tokenizer string `json:"-"`
+	// ExpectedOutput is the number of output tokens a pre-flight estimate
+	// assumes for one answer of this model.
+	ExpectedOutput int `json:"-"`
+}
+
+// Pricing is what a model's tokens cost, in credits per million tokens, which
+// is also micro-credits per token: costs are exact integers of micro-credits.
+type Pricing struct {
+	InputPerMillion  int64 `json:"input_per_million"`
+	OutputPerMillion int64 `json:"output_per_million"`
+}
+
+// MicroCredits is the cost of a call's usage in micro-credits (1e-6 credit).
+func (p Pricing) MicroCredits(inputTokens, outputTokens int) int64 {
+	return int64(inputTokens)*p.InputPerMillion + int64(outputTokens)*p.OutputPerMillion
+}
+
+// Standard-tier prices of the simulated catalog, calibrated so that the four
+// standard models cost about one credit for a unify query with the usage the
+// simulated backend reports (docs/billing.md); budget costs a quarter,
+// premium four times as much.
+var (
+	simulatedStandard = Pricing{InputPerMillion: 500, OutputPerMillion: 2000}
+	tierFactor        = map[string]float64{TierStandard: 1, TierBudget: 0.25, TierPremium: 4}
+)
+
+func priced(tier string) Pricing {
+	f := tierFactor[tier]
+	return Pricing{InputPerMillion: int64(float64(simulatedStandard.InputPerMillion) * f), OutputPerMillion: int64(float64(simulatedStandard.OutputPerMillion) * f)}
 }
 
 // Provider is one first-party provider with the backend that serves it.
@@ -86,12 +120,21 @@ func (c *Catalog) Model(provider, id string) (Model, bool) {
 func Simulated() *Catalog {
 	family := func(key, fam, name string, budgets, premiums []string) Provider {
 		p := Provider{Key: key, Backend: BackendSimulated}
-		p.Models = append(p.Models, Model{ID: fam + "-standard", Name: name + " Standard (simulated)", Tier: TierStandard, Default: true})
+		model := func(suffix, label, tier string) Model {
+			m := Model{ID: fam + "-" + suffix, Name: name + " " + label + " (simulated)", Tier: tier, Pricing: priced(tier), ExpectedOutput: 60}
+			if key == ProviderA {
+				m.Tokenizer = "o200k_base" // provider_a plays an OpenAI-family model
+			}
+			return m
+		}
+		std := model("standard", "Standard", TierStandard)
+		std.Default = true
+		p.Models = append(p.Models, std)
 		for _, b := range budgets {
-			p.Models = append(p.Models, Model{ID: fam + "-" + b, Name: name + " " + title(b) + " (simulated)", Tier: TierBudget})
+			p.Models = append(p.Models, model(b, title(b), TierBudget))
 		}
 		for _, pr := range premiums {
-			p.Models = append(p.Models, Model{ID: fam + "-" + pr, Name: name + " " + title(pr) + " (simulated)", Tier: TierPremium})
+			p.Models = append(p.Models, model(pr, title(pr), TierPremium))
 		}
 		return p
 	}

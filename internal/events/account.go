@@ -111,6 +111,7 @@ type Account struct {
 	Keys      map[string]*Key
 	KeyOrder  []string
 	LastSeq   uint64
+	Ledger    Ledger
 }
 
 // Exists reports whether the account was created.
@@ -123,6 +124,8 @@ func (a *Account) Apply(r Record) {
 	case AccountCreated:
 		a.ID, a.Name, a.Plan, a.CreatedAt = e.AccountID, e.Name, e.Plan, r.Envelope.Time
 		a.Keys = map[string]*Key{}
+	case CreditsGranted, CreditsAdjusted, CreditsReserved, CreditsDebited, CreditsReleased, MonthlyCapSet:
+		a.applyLedger(r)
 	case KeyCreated:
 		a.Keys[e.Fingerprint] = &Key{
 			Fingerprint: e.Fingerprint, AccountID: a.ID, Name: e.Name,

@@ -79,6 +79,8 @@ type QuerySubmitted struct {
 	Mode           string     `json:"mode"`
 	Prompt         string     `json:"prompt"`
 	Models         []ModelRef `json:"models"`
+	// EstimatedMicros is the pre-flight estimate reserved for the query.
+	EstimatedMicros int64 `json:"estimated_micros"`
 }
 
 // QueryStarted says a worker began running the query.
@@ -91,6 +93,8 @@ type ModelAnswered struct {
 	Citations []Citation `json:"citations,omitempty"`
 	Usage     Usage      `json:"usage"`
 	LatencyMS int64      `json:"latency_ms"`
+	// CostMicros is the call's metered price: its usage at its model's price.
+	CostMicros int64 `json:"cost_micros"`
 }
 
 // ModelFailed records that one model could not answer.
@@ -111,10 +115,17 @@ type ProgressReported struct {
 
 // Synthesized records the synthesizer's one answer and the conflicts it found.
 type Synthesized struct {
-	Model     ModelRef `json:"model"`
-	Answer    Answer   `json:"answer"`
-	Usage     Usage    `json:"usage"`
-	LatencyMS int64    `json:"latency_ms"`
+	Model      ModelRef `json:"model"`
+	Answer     Answer   `json:"answer"`
+	Usage      Usage    `json:"usage"`
+	LatencyMS  int64    `json:"latency_ms"`
+	CostMicros int64    `json:"cost_micros"`
+}
+
+// CreditsSettled records what the query was charged: the sum of its calls'
+// debits in the account's ledger, taken before its reservation is released.
+type CreditsSettled struct {
+	ChargedMicros int64 `json:"charged_micros"`
 }
 
 // QueryCompleted is the terminal event of a query that succeeded.
@@ -132,6 +143,7 @@ func (ModelAnswered) EventName() string    { return "model_answered" }
 func (ModelFailed) EventName() string      { return "model_failed" }
 func (ProgressReported) EventName() string { return "progress" }
 func (Synthesized) EventName() string      { return "synthesized" }
+func (CreditsSettled) EventName() string   { return "credits_settled" }
 func (QueryCompleted) EventName() string   { return "completed" }
 func (QueryFailed) EventName() string      { return "failed" }
 
@@ -143,6 +155,7 @@ func init() {
 		func() Event { return &ModelFailed{} },
 		func() Event { return &ProgressReported{} },
 		func() Event { return &Synthesized{} },
+		func() Event { return &CreditsSettled{} },
 		func() Event { return &QueryCompleted{} },
 		func() Event { return &QueryFailed{} },
 	)
@@ -161,6 +174,17 @@ type Query struct {
 	Status      string
 	LastSeq     uint64
 	FailureCode string
+	// Calls are the model calls that reported usage, identified by the id of
+	// the event that recorded them: what the ledger charges.
+	Calls   []Call
+	Settled *CreditsSettled
+}
+
+// Call is one metered model call of a query.
+type Call struct {
+	ID    string
+	Model ModelRef
+	Usage Usage
 }
 
 // Apply folds one stored event into the query.
@@ -177,10 +201,16 @@ func (q *Query) Apply(r Record) {
 		q.Status = StatusRunning
 	case ModelAnswered:
 		q.Answers[e.Model.Key()] = e
+		q.Calls = append(q.Calls, Call{ID: r.Envelope.ID, Model: e.Model, Usage: e.Usage})
 	case ModelFailed:
 		q.Failures[e.Model.Key()] = e
 	case Synthesized:
 		q.Synthesis = &e
+		if e.Usage != (Usage{}) {
+			q.Calls = append(q.Calls, Call{ID: r.Envelope.ID, Model: e.Model, Usage: e.Usage})
+		}
+	case CreditsSettled:
+		q.Settled = &e
 	case QueryCompleted:
 		q.Status = StatusCompleted
 	case QueryFailed:

@@ -22,6 +22,7 @@ const (
 	StreamAccounts = "ACCOUNTS"
 
 	BucketQueryStatus = "query_status"
+	BucketBalances    = "balances"
 	BucketKeys        = "keys"
 	BucketIdempotency = "idempotency"
 	BucketInflight    = "inflight"
@@ -47,6 +48,7 @@ type Store struct {
 	Accounts jetstream.Stream
 
 	QueryStatus jetstream.KeyValue
+	Balances    jetstream.KeyValue
 	Keys        jetstream.KeyValue
 	Idempotency jetstream.KeyValue
 	Inflight    jetstream.KeyValue
@@ -95,6 +97,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		cfg jetstream.KeyValueConfig
 	}{
 		{&s.QueryStatus, jetstream.KeyValueConfig{Bucket: BucketQueryStatus, Description: "Query read model, a projection of QUERIES"}},
+		{&s.Balances, jetstream.KeyValueConfig{Bucket: BucketBalances, Description: "Account money state by account id, a projection of ACCOUNTS"}},
 		{&s.Keys, jetstream.KeyValueConfig{Bucket: BucketKeys, Description: "API key states by fingerprint, a projection of ACCOUNTS"}},
 		{&s.Idempotency, jetstream.KeyValueConfig{Bucket: BucketIdempotency, Description: "Idempotency-Key claims", TTL: IdempotencyTTL}},
 		{&s.Inflight, jetstream.KeyValueConfig{Bucket: BucketInflight, Description: "In-flight query slots by API key fingerprint"}},
@@ -111,17 +114,25 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 
 // ResetQueryStatus deletes the query read model bucket and creates it empty.
 func (s *Store) ResetQueryStatus(ctx context.Context) error {
-	if err := s.JS.DeleteKeyValue(ctx, BucketQueryStatus); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return fmt.Errorf("delete %s: %w", BucketQueryStatus, err)
+	return s.reset(ctx, BucketQueryStatus, "Query read model, a projection of QUERIES", &s.QueryStatus)
+}
+
+// ResetBalances deletes the balances read model bucket and creates it empty.
+func (s *Store) ResetBalances(ctx context.Context) error {
+	return s.reset(ctx, BucketBalances, "Account money state by account id, a projection of ACCOUNTS", &s.Balances)
+}
+
+func (s *Store) reset(ctx context.Context, bucket, description string, dst *jetstream.KeyValue) error {
+	if err := s.JS.DeleteKeyValue(ctx, bucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return fmt.Errorf("delete %s: %w", bucket, err)
 	}
 	kv, err := s.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: BucketQueryStatus, Description: "Query read model, a projection of QUERIES",
-		Storage: jetstream.FileStorage, Replicas: s.replicas,
+		Bucket: bucket, Description: description, Storage: jetstream.FileStorage, Replicas: s.replicas,
 	})
 	if err != nil {
-		return fmt.Errorf("create %s: %w", BucketQueryStatus, err)
+		return fmt.Errorf("create %s: %w", bucket, err)
 	}
-	s.QueryStatus = kv
+	*dst = kv
 	return nil
 }
 

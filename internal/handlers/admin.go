@@ -5,28 +5,40 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/crosscheck/crosscheck/internal/accounts"
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/keys"
+	"github.com/crosscheck/crosscheck/internal/ledger"
 )
 
 // AccountAdmin runs the admin commands on accounts and keys.
 type AccountAdmin interface {
-	CreateAccount(ctx context.Context, name, plan string) (*events.Account, error)
-	Account(ctx context.Context, id string) (*events.Account, error)
+	CreateAccount(ctx context.Context, name, plan string) (*accounts.AccountView, error)
+	Account(ctx context.Context, id string) (*accounts.AccountView, error)
 	CreateKey(ctx context.Context, accountID, name string, acceptAUP bool) (keys.Key, *events.Key, error)
 	Transition(ctx context.Context, fingerprint, action string) (*events.Key, error)
+}
+
+// LedgerAdmin runs the admin commands on credits.
+type LedgerAdmin interface {
+	Adjust(ctx context.Context, accountID string, micros int64, reason string) (*accounts.AccountView, error)
+	SetCap(ctx context.Context, accountID string, capMicros *int64) (*accounts.AccountView, error)
+	Entries(ctx context.Context, accountID string, after uint64, limit int) ([]ledger.Entry, uint64, error)
 }
 
 // Admin is the admin API; it stands in for the web application of the spec.
 type Admin struct {
 	Accounts AccountAdmin
+	Ledger   LedgerAdmin
 	Token    string
 	Log      zerolog.Logger
 	DocsURL  string
@@ -56,6 +68,9 @@ func (a *Admin) Handler() http.Handler {
 		r.Get("/accounts/{account_id}", a.getAccount(s))
 		r.Post("/accounts/{account_id}/keys", a.createKey(s))
 		r.Post("/keys/{fingerprint}/{action}", a.transition(s))
+		r.Post("/accounts/{account_id}/credits", a.adjust(s))
+		r.Put("/accounts/{account_id}/monthly-cap", a.setCap(s))
+		r.Get("/accounts/{account_id}/ledger", a.ledgerPage(s))
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, apperr.New(apperr.NotFound, "no route %s %s", r.Method, r.URL.Path), "")
@@ -78,13 +93,19 @@ func decodeBody(r *http.Request, v any) error {
 	return nil
 }
 
-// AccountBody is the admin view of an account.
+// AccountBody is the admin view of an account. Amounts are credits.
 type AccountBody struct {
-	AccountID string    `json:"account_id"`
-	Name      string    `json:"name"`
-	Plan      string    `json:"plan"`
-	CreatedAt time.Time `json:"created_at"`
-	Keys      []KeyBody `json:"keys"`
+	AccountID      string    `json:"account_id"`
+	Name           string    `json:"name"`
+	Plan           string    `json:"plan"`
+	CreatedAt      time.Time `json:"created_at"`
+	Balance        float64   `json:"balance"`
+	Reserved       float64   `json:"reserved"`
+	SpentThisMonth float64   `json:"spent_this_month"`
+	MonthlyCap     *float64  `json:"monthly_cap"`
+	OpenQueries    int       `json:"open_queries"`
+	LastPlanGrant  string    `json:"last_plan_grant,omitempty"`
+	Keys           []KeyBody `json:"keys"`
 }
 
 // KeyBody is the admin view of a key; Key is set only in the creation answer.
@@ -101,10 +122,18 @@ func keyBody(k *events.Key) KeyBody {
 	return KeyBody{Fingerprint: k.Fingerprint, AccountID: k.AccountID, Name: k.Name, State: k.State, CreatedAt: k.CreatedAt}
 }
 
-func accountBody(acc *events.Account) AccountBody {
-	out := AccountBody{AccountID: acc.ID, Name: acc.Name, Plan: acc.Plan, CreatedAt: acc.CreatedAt, Keys: []KeyBody{}}
-	for _, fp := range acc.KeyOrder {
-		out.Keys = append(out.Keys, keyBody(acc.Keys[fp]))
+func accountBody(acc *accounts.AccountView) AccountBody {
+	out := AccountBody{
+		AccountID: acc.ID, Name: acc.Name, Plan: acc.Plan, CreatedAt: acc.CreatedAt, Keys: []KeyBody{},
+		Balance: events.Credits(acc.BalanceMicros), Reserved: events.Credits(acc.ReservedMicros),
+		SpentThisMonth: events.Credits(acc.SpentThisMonth), OpenQueries: acc.OpenQueries, LastPlanGrant: acc.GrantedPeriod,
+	}
+	if acc.CapMicros != nil {
+		c := events.Credits(*acc.CapMicros)
+		out.MonthlyCap = &c
+	}
+	for i := range acc.Keys {
+		out.Keys = append(out.Keys, keyBody(&acc.Keys[i]))
 	}
 	return out
 }
@@ -168,5 +197,145 @@ func (a *Admin) transition(s *Server) http.HandlerFunc {
 			return
 		}
 		writeJSON(w, http.StatusOK, keyBody(k))
+	}
+}
+
+// maxCredits bounds an amount given in credits.
+const maxCredits = 1e9
+
+// micros converts a JSON amount of credits to micro-credits.
+func micros(credits float64) (int64, error) {
+	if math.IsNaN(credits) || math.Abs(credits) > maxCredits {
+		return 0, apperr.New(apperr.InvalidRequest, "amounts are numbers of credits of at most %g", float64(maxCredits))
+	}
+	return int64(math.Round(credits * events.MicrosPerCredit)), nil
+}
+
+func (a *Admin) adjust(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Amount *float64 `json:"amount"`
+			Reason string   `json:"reason"`
+		}
+		if err := decodeBody(r, &body); err != nil {
+			s.writeError(w, r, err, "")
+			return
+		}
+		if body.Amount == nil {
+			s.writeError(w, r, apperr.New(apperr.InvalidRequest, "amount is required: a number of credits, negative to take credits away"), "")
+			return
+		}
+		m, err := micros(*body.Amount)
+		if err != nil {
+			s.writeError(w, r, err, "")
+			return
+		}
+		acc, err := a.Ledger.Adjust(r.Context(), chi.URLParam(r, "account_id"), m, body.Reason)
+		if err != nil {
+			s.writeError(w, r, err, "")
+			return
+		}
+		writeJSON(w, http.StatusOK, accountBody(acc))
+	}
+}
+
+func (a *Admin) setCap(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Credits json.RawMessage `json:"credits"`
+		}
+		if err := decodeBody(r, &body); err != nil {
+			s.writeError(w, r, err, "")
+			return
+		}
+		var capMicros *int64
+		if len(body.Credits) == 0 {
+			s.writeError(w, r, apperr.New(apperr.InvalidRequest, "credits is required: a number of credits, or null for no cap"), "")
+			return
+		}
+		if string(body.Credits) != "null" {
+			var c float64
+			if err := json.Unmarshal(body.Credits, &c); err != nil {
+				s.writeError(w, r, apperr.New(apperr.InvalidRequest, "credits must be a number or null"), "")
+				return
+			}
+			m, err := micros(c)
+			if err != nil {
+				s.writeError(w, r, err, "")
+				return
+			}
+			capMicros = &m
+		}
+		acc, err := a.Ledger.SetCap(r.Context(), chi.URLParam(r, "account_id"), capMicros)
+		if err != nil {
+			s.writeError(w, r, err, "")
+			return
+		}
+		writeJSON(w, http.StatusOK, accountBody(acc))
+	}
+}
+
+// LedgerEntry is one entry of GET /admin/v1/accounts/{id}/ledger.
+type LedgerEntry struct {
+	Seq           uint64    `json:"seq"`
+	Time          time.Time `json:"time"`
+	Type          string    `json:"type"`
+	Amount        float64   `json:"amount"`
+	BalanceAfter  float64   `json:"balance_after"`
+	ReservedAfter float64   `json:"reserved_after"`
+	RequestID     string    `json:"request_id,omitempty"`
+	ModelCall     string    `json:"model_call,omitempty"`
+	WrittenOff    float64   `json:"written_off,omitempty"`
+	Reason        string    `json:"reason,omitempty"`
+	MonthlyCap    *float64  `json:"monthly_cap,omitempty"`
+}
+
+// LedgerPage is the body of GET /admin/v1/accounts/{id}/ledger.
+type LedgerPage struct {
+	Entries   []LedgerEntry `json:"entries"`
+	NextAfter *uint64       `json:"next_after"`
+}
+
+func (a *Admin) ledgerPage(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		after, limit := uint64(0), 100
+		if v := r.URL.Query().Get("after"); v != "" {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				s.writeError(w, r, apperr.New(apperr.InvalidRequest, "after must be the seq of an entry"), "")
+				return
+			}
+			after = n
+		}
+		if v := r.URL.Query().Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 1000 {
+				s.writeError(w, r, apperr.New(apperr.InvalidRequest, "limit must be a whole number from 1 to 1000"), "")
+				return
+			}
+			limit = n
+		}
+		entries, next, err := a.Ledger.Entries(r.Context(), chi.URLParam(r, "account_id"), after, limit)
+		if err != nil {
+			s.writeError(w, r, err, "")
+			return
+		}
+		page := LedgerPage{Entries: []LedgerEntry{}}
+		if next != 0 {
+			page.NextAfter = &next
+		}
+		for _, e := range entries {
+			le := LedgerEntry{
+				Seq: e.Seq, Time: e.Time, Type: e.Type, Amount: events.Credits(e.AmountMicros),
+				BalanceAfter: events.Credits(e.BalanceAfter), ReservedAfter: events.Credits(e.ReservedAfter),
+				RequestID: e.RequestID, ModelCall: e.CallID, WrittenOff: events.Credits(e.WrittenOff), Reason: e.Reason,
+			}
+			if e.CapAfterMicros != nil {
+				c := events.Credits(*e.CapAfterMicros)
+				le.MonthlyCap = &c
+			}
+			page.Entries = append(page.Entries, le)
+		}
+		writeJSON(w, http.StatusOK, page)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/ledger"
 	"github.com/crosscheck/crosscheck/internal/queries"
 )
 
@@ -27,6 +28,7 @@ type Authenticator interface {
 type Queries interface {
 	Submit(ctx context.Context, caller accounts.Caller, body []byte, idempotencyKey string, hasKey bool) (queries.Submission, error)
 	Get(ctx context.Context, caller accounts.Caller, id string) (json.RawMessage, error)
+	Estimate(ctx context.Context, caller accounts.Caller, body []byte) (queries.Quote, error)
 }
 
 // Follower streams a query's events from the first one on, then live.
@@ -65,6 +67,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/queries/{id}", s.get)
 		r.Get("/queries/{id}/stream", s.stream)
 		r.Get("/models", s.models)
+		r.Post("/estimate-cost", s.estimate)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, apperr.New(apperr.NotFound, "no route %s %s", r.Method, r.URL.Path), "")
@@ -113,15 +116,23 @@ type SubmitResponse struct {
 	StreamURL          string `json:"stream_url"`
 }
 
-func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+// readQuery reads a query request body, bounded.
+func readQuery(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, queries.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			s.writeError(w, r, apperr.New(apperr.InvalidRequest, "the request body exceeds %d bytes; the prompt may be at most 32 KB", queries.MaxBodyBytes), "")
-			return
+			return nil, apperr.New(apperr.InvalidRequest, "the request body exceeds %d bytes; the prompt may be at most 32 KB", queries.MaxBodyBytes)
 		}
-		s.writeError(w, r, apperr.New(apperr.InvalidRequest, "could not read the request body"), "")
+		return nil, apperr.New(apperr.InvalidRequest, "could not read the request body")
+	}
+	return body, nil
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	body, err := readQuery(w, r)
+	if err != nil {
+		s.writeError(w, r, err, "")
 		return
 	}
 	key, hasKey := "", false
@@ -186,4 +197,59 @@ func recoverer(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// EstimateResponse is the body of POST /v1/estimate-cost. Amounts are credits.
+type EstimateResponse struct {
+	Object           string         `json:"object"`
+	Mode             string         `json:"mode"`
+	EstimatedCredits float64        `json:"estimated_credits"`
+	MarginPercent    int            `json:"margin_percent"`
+	Calls            []EstimateCall `json:"calls"`
+	Balance          float64        `json:"balance"`
+	Reserved         float64        `json:"reserved"`
+	MonthlyCap       *float64       `json:"monthly_cap"`
+	SpentThisMonth   float64        `json:"spent_this_month"`
+	Sufficient       bool           `json:"sufficient"`
+	WithinCap        bool           `json:"within_cap"`
+}
+
+// EstimateCall is one model call of an estimate.
+type EstimateCall struct {
+	Provider     string  `json:"provider"`
+	ModelID      string  `json:"model_id"`
+	CustomModel  string  `json:"custom_model,omitempty"`
+	Role         string  `json:"role"`
+	InputTokens  int     `json:"input_tokens"`
+	OutputTokens int     `json:"output_tokens"`
+	Credits      float64 `json:"credits"`
+}
+
+func (s *Server) estimate(w http.ResponseWriter, r *http.Request) {
+	body, err := readQuery(w, r)
+	if err != nil {
+		s.writeError(w, r, err, "")
+		return
+	}
+	q, err := s.Queries.Estimate(r.Context(), caller(r), body)
+	if err != nil {
+		s.writeError(w, r, err, "")
+		return
+	}
+	resp := EstimateResponse{
+		Object: "estimate", Mode: q.Mode, EstimatedCredits: events.Credits(q.Estimate.Micros), MarginPercent: ledger.MarginPercent,
+		Calls: []EstimateCall{}, Balance: events.Credits(q.Account.BalanceMicros), Reserved: events.Credits(q.Account.ReservedMicros),
+		SpentThisMonth: events.Credits(q.Account.SpentThisMonth), Sufficient: q.Sufficient, WithinCap: q.WithinCap,
+	}
+	if q.Account.CapMicros != nil {
+		c := events.Credits(*q.Account.CapMicros)
+		resp.MonthlyCap = &c
+	}
+	for _, c := range q.Estimate.Calls {
+		resp.Calls = append(resp.Calls, EstimateCall{
+			Provider: c.Model.Provider, ModelID: c.Model.ModelID, CustomModel: c.Model.CustomModel, Role: c.Role,
+			InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, Credits: events.Credits(c.Micros),
+		})
+	}
+	writeJSON(w, http.StatusOK, resp)
 }

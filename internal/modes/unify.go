@@ -26,6 +26,8 @@ type Emit func(ctx context.Context, ev events.Event) error
 type Unify struct {
 	// Providers serve the calls; retries and timeouts are theirs.
 	Providers providers.Set
+	// Price is the metered cost of a call's usage, in micro-credits.
+	Price func(events.ModelRef, events.Usage) int64
 }
 
 // SynthesisSchema is the structured output the synthesizer must return.
@@ -55,36 +57,37 @@ var SynthesisSchema = json.RawMessage(`{
 
 const synthesisInstructions = `You are the synthesizer of a multi-model verification service. Several models answered the same question independently. Write one answer that keeps what they agree on. Find every topic on which they disagree; for each, list each model's position and say how you resolved it (majority, stronger evidence, or unresolved, in which case the answer reports each position). Answer with JSON only, matching the schema.`
 
-// Run runs q from its recorded events to a terminal event.
-func (u *Unify) Run(ctx context.Context, q *events.Query, emit Emit) error {
+// Run runs q from its recorded events to its end and returns the terminal
+// event, which the caller appends once the query's credits are settled.
+func (u *Unify) Run(ctx context.Context, q *events.Query, emit Emit) (events.Event, error) {
 	if !q.Started {
 		if err := emit(ctx, events.QueryStarted{}); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	answers, failures, err := u.runModels(ctx, q, emit)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(answers) == 0 {
-		return emit(ctx, events.QueryFailed{Code: apperr.ProviderError, Message: "every selected model failed: " + strings.Join(failures, "; ")})
+		return events.QueryFailed{Code: apperr.ProviderError, Message: "every selected model failed: " + strings.Join(failures, "; ")}, nil
 	}
 	if q.Synthesis == nil {
 		if err := emit(ctx, events.ProgressReported{Stage: events.StageAggregating, Percent: 85, Message: synthesizingMessage(len(answers))}); err != nil {
-			return err
+			return nil, err
 		}
 		syn, err := u.synthesize(ctx, q.Submitted.Prompt, answers)
 		if err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
-			return emit(ctx, events.QueryFailed{Code: apperr.AggregationFailed, Message: "the synthesis failed: " + err.Error()})
+			return events.QueryFailed{Code: apperr.AggregationFailed, Message: "the synthesis failed: " + err.Error()}, nil
 		}
 		if err := emit(ctx, syn); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return emit(ctx, events.QueryCompleted{})
+	return events.QueryCompleted{}, nil
 }
 
 // runModels calls every model that has neither answered nor failed, in
@@ -159,7 +162,7 @@ func (u *Unify) call(ctx context.Context, m events.ModelRef, prompt string) even
 		e := providers.Classify(err)
 		return events.ModelFailed{Model: m, Class: e.Class, Message: e.Message, UpstreamStatus: e.Status, LatencyMS: resp.Latency.Milliseconds()}
 	}
-	return events.ModelAnswered{Model: m, Answer: resp.Text, Citations: resp.Citations, Usage: resp.Usage, LatencyMS: resp.Latency.Milliseconds()}
+	return events.ModelAnswered{Model: m, Answer: resp.Text, Citations: resp.Citations, Usage: resp.Usage, LatencyMS: resp.Latency.Milliseconds(), CostMicros: u.price(m, resp.Usage)}
 }
 
 func (u *Unify) complete(ctx context.Context, m events.ModelRef, req providers.Request) (providers.Response, error) {
@@ -216,11 +219,19 @@ func (u *Unify) synthesize(ctx context.Context, prompt string, answers []events.
 		out.Conflicts = []events.Conflict{}
 	}
 	return events.Synthesized{
-		Model:     first.Model,
-		Answer:    events.Answer{Text: out.Answer, Conflicts: out.Conflicts},
-		Usage:     resp.Usage,
-		LatencyMS: resp.Latency.Milliseconds(),
+		Model:      first.Model,
+		Answer:     events.Answer{Text: out.Answer, Conflicts: out.Conflicts},
+		Usage:      resp.Usage,
+		LatencyMS:  resp.Latency.Milliseconds(),
+		CostMicros: u.price(first.Model, resp.Usage),
 	}, nil
+}
+
+func (u *Unify) price(m events.ModelRef, usage events.Usage) int64 {
+	if u.Price == nil {
+		return 0
+	}
+	return u.Price(m, usage)
 }
 
 func synthesizingMessage(n int) string {

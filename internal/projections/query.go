@@ -34,10 +34,18 @@ type Result struct {
 	Answer          *events.Answer `json:"answer,omitempty"`
 	Models          []ModelResult  `json:"models"`
 	Synthesis       *Synthesis     `json:"synthesis,omitempty"`
+	Credits         QueryCredits   `json:"credits"`
 	Error           *ResultError   `json:"error,omitempty"`
 	CreatedAt       time.Time      `json:"created_at"`
 	StartedAt       *time.Time     `json:"started_at,omitempty"`
 	CompletedAt     *time.Time     `json:"completed_at,omitempty"`
+}
+
+// QueryCredits is what a query was estimated to cost and was charged, in
+// credits. Charged is null until the query is settled.
+type QueryCredits struct {
+	Estimated float64  `json:"estimated"`
+	Charged   *float64 `json:"charged"`
 }
 
 // ModelResult is one participating model's own answer.
@@ -50,8 +58,10 @@ type ModelResult struct {
 	Answer      string            `json:"answer,omitempty"`
 	Citations   []events.Citation `json:"citations"`
 	Usage       *events.Usage     `json:"usage,omitempty"`
-	LatencyMS   int64             `json:"latency_ms"`
-	Error       *ModelError       `json:"error,omitempty"`
+	// Credits is the metered cost of this model's answer.
+	Credits   float64     `json:"credits"`
+	LatencyMS int64       `json:"latency_ms"`
+	Error     *ModelError `json:"error,omitempty"`
 }
 
 // Model statuses within a query.
@@ -74,6 +84,7 @@ type Synthesis struct {
 	ModelID   string       `json:"model_id"`
 	Simulated bool         `json:"simulated"`
 	Usage     events.Usage `json:"usage"`
+	Credits   float64      `json:"credits"`
 	LatencyMS int64        `json:"latency_ms"`
 }
 
@@ -98,7 +109,8 @@ func (d *QueryDoc) Apply(r events.Record) {
 		*res = Result{
 			RequestID: e.RequestID, Object: "query", Mode: e.Mode,
 			Status: events.StatusQueued, Stage: events.StageQueued, CreatedAt: at,
-			Models: make([]ModelResult, 0, len(e.Models)),
+			Models:  make([]ModelResult, 0, len(e.Models)),
+			Credits: QueryCredits{Estimated: events.Credits(e.EstimatedMicros)},
 		}
 		for _, m := range e.Models {
 			res.Models = append(res.Models, ModelResult{
@@ -113,6 +125,7 @@ func (d *QueryDoc) Apply(r events.Record) {
 		if m := res.model(e.Model); m != nil {
 			usage := e.Usage
 			m.Status, m.Answer, m.Usage, m.LatencyMS = ModelAnswered, e.Answer, &usage, e.LatencyMS
+			m.Credits = events.Credits(e.CostMicros)
 			if e.Citations != nil {
 				m.Citations = e.Citations
 			}
@@ -129,8 +142,12 @@ func (d *QueryDoc) Apply(r events.Record) {
 	case events.Synthesized:
 		answer := e.Answer
 		res.Answer = &answer
-		res.Synthesis = &Synthesis{Provider: e.Model.Provider, ModelID: e.Model.ModelID, Simulated: e.Model.Simulated, Usage: e.Usage, LatencyMS: e.LatencyMS}
+		res.Synthesis = &Synthesis{Provider: e.Model.Provider, ModelID: e.Model.ModelID, Simulated: e.Model.Simulated, Usage: e.Usage, LatencyMS: e.LatencyMS, Credits: events.Credits(e.CostMicros)}
 		res.advance(events.StageAggregating, 95)
+	case events.CreditsSettled:
+		charged := events.Credits(e.ChargedMicros)
+		res.Credits.Charged = &charged
+		res.advance(res.Stage, 98)
 	case events.QueryCompleted:
 		res.Status, res.CompletedAt, res.ProgressPercent = events.StatusCompleted, &at, 100
 	case events.QueryFailed:
@@ -191,6 +208,8 @@ func Describe(r events.Record) string {
 		return e.Message
 	case events.Synthesized:
 		return "one answer synthesized"
+	case events.CreditsSettled:
+		return "charged " + events.FormatCredits(e.ChargedMicros) + " credits"
 	}
 	return ""
 }

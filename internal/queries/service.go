@@ -16,13 +16,27 @@ import (
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/ledger"
 	"github.com/crosscheck/crosscheck/internal/projections"
 )
+
+// Credits reserves a query's estimated cost and releases it.
+type Credits interface {
+	Reserve(ctx context.Context, accountID, requestID string, amount int64) error
+	Release(ctx context.Context, accountID, requestID, reason string) error
+}
 
 // Service admits queries and reads them back.
 type Service struct {
 	Store   *eventstore.Store
 	Catalog *catalog.Catalog
+	// Estimator prices queries; Credits holds their estimate at admission.
+	Estimator *ledger.Estimator
+	Credits   Credits
+	// Accounts shows the caller's balance beside an estimate.
+	Accounts interface {
+		Account(ctx context.Context, id string) (*accounts.AccountView, error)
+	}
 	// Modes are the modes this server runs.
 	Modes map[string]bool
 	// Limit overrides InflightLimit when positive.
@@ -80,9 +94,14 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	if err := s.acquire(ctx, caller.Fingerprint, requestID); err != nil {
 		return Submission{}, err
 	}
+	estimate := s.Estimator.Estimate(req.Mode, req.Prompt, req.Selected)
+	if err := s.Credits.Reserve(ctx, caller.AccountID, requestID, estimate.Micros); err != nil {
+		_ = s.Release(context.WithoutCancel(ctx), caller.Fingerprint, requestID)
+		return Submission{}, err
+	}
 	env, err := events.Wrap(events.AggregateQuery, requestID, events.QuerySubmitted{
 		RequestID: requestID, AccountID: caller.AccountID, KeyFingerprint: caller.Fingerprint,
-		Mode: req.Mode, Prompt: req.Prompt, Models: req.Selected,
+		Mode: req.Mode, Prompt: req.Prompt, Models: req.Selected, EstimatedMicros: estimate.Micros,
 	}, s.Now())
 	if err != nil {
 		return Submission{}, err
@@ -95,8 +114,9 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	case errors.Is(err, eventstore.ErrConflict) || (err == nil && dup):
 		return Submission{RequestID: requestID, Status: s.status(ctx, requestID), Replayed: true}, nil
 	case err != nil:
-		// Best effort: if this fails too, the slot heals later.
+		// Best effort: if these fail too, they heal later.
 		_ = s.Release(context.WithoutCancel(ctx), caller.Fingerprint, requestID)
+		_ = s.Credits.Release(context.WithoutCancel(ctx), caller.AccountID, requestID, "abandoned: the submission was not recorded")
 		return Submission{}, unavailable(err)
 	}
 	return Submission{RequestID: requestID, Status: events.StatusQueued}, nil
@@ -172,4 +192,30 @@ func (s *Service) read(ctx context.Context, id string) (json.RawMessage, string,
 	doc := projections.FoldQuery(recs)
 	raw, err := json.Marshal(doc.Result)
 	return raw, doc.AccountID, err
+}
+
+// Quote is a pre-flight estimate beside the account's credits.
+type Quote struct {
+	Mode     string
+	Estimate ledger.Estimate
+	Account  *accounts.AccountView
+	// Sufficient and WithinCap say whether a submission would be admitted
+	// now as far as credits go.
+	Sufficient, WithinCap bool
+}
+
+// Estimate validates body as Submit does and prices it, without reserving.
+func (s *Service) Estimate(ctx context.Context, caller accounts.Caller, body []byte) (Quote, error) {
+	req, err := Decode(body, s.Catalog, s.Modes)
+	if err != nil {
+		return Quote{}, err
+	}
+	acc, err := s.Accounts.Account(ctx, caller.AccountID)
+	if err != nil {
+		return Quote{}, err
+	}
+	q := Quote{Mode: req.Mode, Estimate: s.Estimator.Estimate(req.Mode, req.Prompt, req.Selected), Account: acc}
+	q.Sufficient = q.Estimate.Micros <= acc.BalanceMicros
+	q.WithinCap = acc.CapMicros == nil || acc.SpentThisMonth+acc.ReservedMicros+q.Estimate.Micros <= *acc.CapMicros
+	return q, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/ledger"
 	"github.com/crosscheck/crosscheck/internal/modes"
 )
 
@@ -24,9 +25,16 @@ import (
 // never rename it.
 const ConsumerName = "worker_queries"
 
-// Mode runs one query from its recorded events to a terminal event.
+// Mode runs one query from its recorded events to its end and returns the
+// terminal event for the worker to append.
 type Mode interface {
-	Run(ctx context.Context, q *events.Query, emit modes.Emit) error
+	Run(ctx context.Context, q *events.Query, emit modes.Emit) (events.Event, error)
+}
+
+// Ledger charges a query's model calls and settles its reservation.
+type Ledger interface {
+	Debit(ctx context.Context, accountID, requestID string, calls ...ledger.Charge) (charged int64, open bool, err error)
+	Release(ctx context.Context, accountID, requestID, reason string) error
 }
 
 // Worker consumes submitted queries and runs them.
@@ -46,6 +54,9 @@ type Worker struct {
 	// Finished, when set, is called once a query has reached its terminal
 	// event, with the fingerprint of the key that submitted it.
 	Finished func(ctx context.Context, fingerprint, requestID string) error
+	// Ledger, when set, is charged for every model call and settles each
+	// query before its terminal event.
+	Ledger Ledger
 }
 
 // Run consumes jobs until ctx ends, then lets running jobs finish for Grace,
@@ -172,11 +183,26 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record) error
 			return nil
 		}
 		em := &emitter{store: w.Store, id: id, last: q.LastSeq, now: w.Now}
-		mode, ok := w.Modes[q.Submitted.Mode]
-		if !ok {
-			err = em.emit(ctx, events.QueryFailed{Code: apperr.InvalidMode, Message: "this server does not run mode " + q.Submitted.Mode})
-		} else {
-			err = mode.Run(ctx, q, em.emit)
+		if w.Ledger != nil {
+			// Each call is charged as it is recorded; settle charges any
+			// that a crash left out.
+			acct := q.Submitted.AccountID
+			em.onCall = func(ctx context.Context, c events.Call) {
+				_, _, _ = w.Ledger.Debit(ctx, acct, id, ledger.Charge{CallID: c.ID, Model: c.Model, Usage: c.Usage})
+			}
+		}
+		var terminal events.Event = events.QueryFailed{Code: apperr.InvalidMode, Message: "this server does not run mode " + q.Submitted.Mode}
+		if mode, ok := w.Modes[q.Submitted.Mode]; ok {
+			terminal, err = mode.Run(ctx, q, em.emit)
+		}
+		if err == nil {
+			for _, r := range em.recorded() {
+				q.Apply(r)
+			}
+			err = w.settle(ctx, q, em)
+		}
+		if err == nil {
+			err = em.emit(ctx, terminal)
 		}
 		if errors.Is(err, eventstore.ErrConflict) {
 			continue
@@ -190,16 +216,51 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record) error
 	return fmt.Errorf("query %s: too many concurrent appends", id)
 }
 
+// settle charges every call of q that is not charged yet, records what the
+// query was charged, and releases the rest of its reservation; each step is
+// idempotent, so a redelivered job settles once.
+func (w *Worker) settle(ctx context.Context, q *events.Query, em *emitter) error {
+	if w.Ledger == nil {
+		return nil
+	}
+	acct, id := q.Submitted.AccountID, q.Submitted.RequestID
+	if q.Settled == nil {
+		charges := make([]ledger.Charge, 0, len(q.Calls))
+		for _, c := range q.Calls {
+			charges = append(charges, ledger.Charge{CallID: c.ID, Model: c.Model, Usage: c.Usage})
+		}
+		charged, open, err := w.Ledger.Debit(ctx, acct, id, charges...)
+		if err != nil {
+			return err
+		}
+		if open {
+			if err := em.emit(ctx, events.CreditsSettled{ChargedMicros: charged}); err != nil {
+				return err
+			}
+		}
+	}
+	return w.Ledger.Release(ctx, acct, id, "settled")
+}
+
 // emitter appends a query's events. The started event and terminal events
 // are appended only if no other event of the query came after the last one
 // this worker knows, so a query starts and ends once.
 type emitter struct {
-	store *eventstore.Store
-	id    string
-	now   func() time.Time
+	store  *eventstore.Store
+	id     string
+	now    func() time.Time
+	onCall func(context.Context, events.Call)
 
 	mu   sync.Mutex
 	last uint64
+	recs []events.Record
+}
+
+// recorded returns the records this emitter appended.
+func (e *emitter) recorded() []events.Record {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.recs
 }
 
 func (e *emitter) emit(ctx context.Context, ev events.Event) error {
@@ -220,6 +281,17 @@ func (e *emitter) emit(ctx context.Context, ev events.Event) error {
 	}
 	e.mu.Lock()
 	e.last = max(e.last, seq)
+	e.recs = append(e.recs, events.Record{Seq: seq, Envelope: env, Event: ev})
 	e.mu.Unlock()
+	if e.onCall != nil {
+		switch c := ev.(type) {
+		case events.ModelAnswered:
+			e.onCall(ctx, events.Call{ID: env.ID, Model: c.Model, Usage: c.Usage})
+		case events.Synthesized:
+			if c.Usage != (events.Usage{}) {
+				e.onCall(ctx, events.Call{ID: env.ID, Model: c.Model, Usage: c.Usage})
+			}
+		}
+	}
 	return nil
 }

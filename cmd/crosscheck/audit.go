@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/crosscheck/crosscheck/internal/audit"
+	"github.com/crosscheck/crosscheck/internal/catalog"
+	"github.com/crosscheck/crosscheck/internal/config"
+	"github.com/crosscheck/crosscheck/internal/embedded"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/ledger"
+)
+
+// openStore opens the event store of cfg: CROSSCHECK_NATS_URL, or the
+// embedded data dir (which no running serve may hold). close releases it.
+func openStore(ctx context.Context, cfg config.Config) (store *eventstore.Store, close func(), err error) {
+	var nc *nats.Conn
+	var srv *embedded.Server
+	if cfg.NATSURL != "" {
+		if nc, err = nats.Connect(cfg.NATSURL, nats.Name("crosscheck-audit")); err != nil {
+			return nil, nil, fmt.Errorf("connect to %s: %w", cfg.NATSURL, err)
+		}
+	} else {
+		if srv, err = embedded.Start(embedded.Options{DataDir: cfg.DataDir}); err != nil {
+			return nil, nil, fmt.Errorf("%w (stop `crosscheck serve` on this data dir first, or set CROSSCHECK_NATS_URL)", err)
+		}
+		if nc, err = srv.Connect("crosscheck-audit"); err != nil {
+			srv.Stop()
+			return nil, nil, err
+		}
+	}
+	close = func() {
+		nc.Close()
+		if srv != nil {
+			srv.Stop()
+		}
+	}
+	if store, err = eventstore.Open(ctx, nc, cfg.Replicas); err != nil {
+		close()
+		return nil, nil, err
+	}
+	return store, close, nil
+}
+
+// runAudit audits the store of cfg and prints the report to w; ok is false
+// on any difference.
+func runAudit(ctx context.Context, cfg config.Config, w io.Writer) (ok bool, err error) {
+	store, closeStore, err := openStore(ctx, cfg)
+	if err != nil {
+		return false, err
+	}
+	defer closeStore()
+	est := &ledger.Estimator{Catalog: catalog.Simulated()}
+	rep, err := audit.Run(ctx, store, est.Cost)
+	if err != nil {
+		return false, err
+	}
+	rep.Print(w)
+	return rep.OK(), nil
+}

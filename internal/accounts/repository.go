@@ -1,0 +1,127 @@
+package accounts
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+)
+
+// Decide is one step of a command: it returns the events to append to the
+// account, or none.
+type Decide func(a *events.Account) ([]events.Event, error)
+
+// cached is this process's copy of one account aggregate. Its mutex
+// serialises the process's commands on the account, so they do not race each
+// other for the expected sequence; other processes are seen by reading the
+// events after the cached sequence before each command.
+type cached struct {
+	mu sync.Mutex
+	a  *events.Account
+}
+
+func (s *Service) cached(accountID string) *cached {
+	v, _ := s.accounts.LoadOrStore(accountID, &cached{})
+	return v.(*cached)
+}
+
+// Update is the one load → decide → append path of the account aggregate.
+// Each step decides on the state its predecessors left; every event is
+// appended with the account's expected last sequence, and the whole command
+// is decided again when another process appended in between. Ledger events
+// are chained to their predecessor's hash. then, when set, reads the
+// resulting state before another command can change it.
+func (s *Service) Update(ctx context.Context, accountID string, then func(a *events.Account), steps ...Decide) error {
+	c := s.cached(accountID)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	filter := events.Filter(events.AggregateAccount, accountID)
+	stale := c.a == nil
+	for attempt := 0; ; attempt++ {
+		// The cached state is used as it is: an append decided on a stale
+		// state fails its expected sequence, and then the tail is read.
+		if stale {
+			if err := s.refresh(ctx, c, accountID); err != nil {
+				return err
+			}
+		}
+		stale = true
+		conflict := false
+		for _, step := range steps {
+			evs, err := step(c.a)
+			if err != nil {
+				return err
+			}
+			for _, ev := range evs {
+				ev, _ = events.Linked(ev, c.a.Ledger.Head)
+				env, err := events.Wrap(events.AggregateAccount, accountID, ev, s.Now())
+				if err != nil {
+					return err
+				}
+				seq, _, err := s.Store.Append(ctx, env, &eventstore.Expect{Filter: filter, Seq: c.a.LastSeq})
+				if errors.Is(err, eventstore.ErrConflict) {
+					conflict = true
+					break
+				}
+				if err != nil {
+					c.a = nil // unknown whether it landed: read it back next time
+					return unavailable(err)
+				}
+				raw, _ := json.Marshal(env)
+				c.a.Apply(events.Record{Seq: seq, Envelope: env, Event: ev, Raw: raw})
+			}
+			if conflict {
+				break
+			}
+		}
+		if !conflict {
+			if then != nil {
+				then(c.a)
+			}
+			return nil
+		}
+		if attempt > 50 {
+			return apperr.New(apperr.ServiceRestarting, "account %s is too busy; retry", accountID)
+		}
+	}
+}
+
+// refresh brings the cached aggregate up to the stream: the whole history on
+// first use, then only the events after the cached sequence.
+func (s *Service) refresh(ctx context.Context, c *cached, accountID string) error {
+	if c.a == nil || !c.a.Exists() {
+		a, err := s.Store.LoadAccount(ctx, accountID)
+		if err != nil {
+			return unavailable(err)
+		}
+		c.a = a
+		return nil
+	}
+	recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), c.a.LastSeq+1)
+	if err != nil {
+		return unavailable(err)
+	}
+	for _, r := range recs {
+		c.a.Apply(r)
+	}
+	return nil
+}
+
+// Refreshed is a step that reads the account's latest events (from any
+// process) before the next step decides.
+func (s *Service) Refreshed(ctx context.Context, accountID string) Decide {
+	return func(a *events.Account) ([]events.Event, error) {
+		recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), a.LastSeq+1)
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		for _, r := range recs {
+			a.Apply(r)
+		}
+		return nil, nil
+	}
+}

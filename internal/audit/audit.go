@@ -1,0 +1,207 @@
+// Package audit replays the ledger from the event streams and checks it: the
+// per-account hash chain, every balance against the read model, and every
+// query's charge against its debits and its recorded model calls.
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/projections"
+)
+
+// Report is what an audit found.
+type Report struct {
+	Accounts     int
+	LedgerEvents int
+	Queries      int
+	Debits       int
+	Problems     []string
+}
+
+// OK reports whether the audit found no difference.
+func (r *Report) OK() bool { return len(r.Problems) == 0 }
+
+func (r *Report) problem(format string, args ...any) {
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+// Pricer is the metered price of a call's usage.
+type Pricer func(events.ModelRef, events.Usage) int64
+
+type queryMoney struct {
+	account  string
+	reserved bool
+	settled  *events.CreditsReleased
+	debits   map[string]events.CreditsDebited
+	sum      int64
+}
+
+// Run audits every account of the store.
+func Run(ctx context.Context, store *eventstore.Store, price Pricer) (*Report, error) {
+	rep := &Report{}
+	recs, err := store.Load(ctx, store.Accounts, "ev.account.>", 1)
+	if err != nil {
+		return nil, fmt.Errorf("read ACCOUNTS: %w", err)
+	}
+	byAccount := map[string][]events.Record{}
+	var ids []string
+	for _, r := range recs {
+		id := events.AggregateID(r.Envelope.Subject)
+		if _, ok := byAccount[id]; !ok {
+			ids = append(ids, id)
+		}
+		byAccount[id] = append(byAccount[id], r)
+	}
+	queries := map[string]*queryMoney{}
+	var qids []string
+	for _, id := range ids {
+		rep.Accounts++
+		a := &events.Account{}
+		for _, r := range byAccount[id] {
+			if prev, ledger := events.PrevHashOf(r.Event); ledger {
+				rep.LedgerEvents++
+				if prev != a.Ledger.Head {
+					rep.problem("account %s, seq %d (%s): hash chain broken: prev_hash %s, but the previous ledger event hashes to %s (an event was altered, inserted or removed)",
+						id, r.Seq, r.Envelope.Type, short(prev), short(a.Ledger.Head))
+				}
+			}
+			a.Apply(r)
+			if a.Ledger.BalanceMicros < 0 || a.Ledger.ReservedMicros < 0 {
+				rep.problem("account %s, seq %d: balance %s, reserved %s: below zero", id, r.Seq,
+					events.FormatCredits(a.Ledger.BalanceMicros), events.FormatCredits(a.Ledger.ReservedMicros))
+			}
+			q := func(req string) *queryMoney {
+				m := queries[req]
+				if m == nil {
+					m = &queryMoney{account: id, debits: map[string]events.CreditsDebited{}}
+					queries[req] = m
+					qids = append(qids, req)
+				}
+				return m
+			}
+			switch e := r.Event.(type) {
+			case events.CreditsReserved:
+				q(e.RequestID).reserved = true
+			case events.CreditsDebited:
+				rep.Debits++
+				m := q(e.RequestID)
+				if _, dup := m.debits[e.CallID]; dup {
+					rep.problem("query %s: call %s debited twice", e.RequestID, e.CallID)
+				}
+				m.debits[e.CallID] = e
+				m.sum += e.AmountMicros
+				if e.AmountMicros+e.WrittenOffMicros != e.CostMicros || e.AmountMicros < 0 {
+					rep.problem("query %s, call %s: amount %d + written off %d ≠ cost %d", e.RequestID, e.CallID, e.AmountMicros, e.WrittenOffMicros, e.CostMicros)
+				}
+			case events.CreditsReleased:
+				e2 := e
+				q(e.RequestID).settled = &e2
+			}
+		}
+		checkReadModel(ctx, store, rep, a)
+	}
+	sort.Strings(qids)
+	for _, req := range qids {
+		checkQuery(ctx, store, rep, price, req, queries[req])
+	}
+	return rep, nil
+}
+
+func short(h string) string {
+	if h == "" {
+		return "(none)"
+	}
+	if len(h) > 12 {
+		return h[:12] + "…"
+	}
+	return h
+}
+
+// checkReadModel compares the recomputed money state with the balances bucket.
+func checkReadModel(ctx context.Context, store *eventstore.Store, rep *Report, a *events.Account) {
+	doc, err := projections.GetBalance(ctx, store.Balances, a.ID)
+	if err != nil {
+		rep.problem("account %s: read model: %v", a.ID, err)
+		return
+	}
+	if doc == nil {
+		rep.problem("account %s: missing from the balances read model", a.ID)
+		return
+	}
+	want, _ := json.Marshal(a.Ledger)
+	got, _ := json.Marshal(doc.Ledger)
+	if doc.Seq != a.LastSeq || string(want) != string(got) {
+		rep.problem("account %s: read model differs from the replay: read model at seq %d balance %s reserved %s; replay at seq %d balance %s reserved %s",
+			a.ID, doc.Seq, events.FormatCredits(doc.Ledger.BalanceMicros), events.FormatCredits(doc.Ledger.ReservedMicros),
+			a.LastSeq, events.FormatCredits(a.Ledger.BalanceMicros), events.FormatCredits(a.Ledger.ReservedMicros))
+	}
+}
+
+// checkQuery checks one query's money against its own events.
+func checkQuery(ctx context.Context, store *eventstore.Store, rep *Report, price Pricer, req string, m *queryMoney) {
+	rep.Queries++
+	if !m.reserved {
+		rep.problem("query %s: debited or released without a reservation", req)
+	}
+	if m.settled != nil && m.settled.ChargedMicros != m.sum {
+		rep.problem("query %s: settled with a charge of %s credits, but its debits sum to %s", req, events.FormatCredits(m.settled.ChargedMicros), events.FormatCredits(m.sum))
+	}
+	q, _, err := store.LoadQuery(ctx, req)
+	if err != nil {
+		rep.problem("query %s: %v", req, err)
+		return
+	}
+	if q.Submitted == nil {
+		if m.settled == nil || !strings.HasPrefix(m.settled.Reason, "abandoned") || len(m.debits) > 0 {
+			rep.problem("query %s: has ledger entries but no events", req)
+		}
+		return
+	}
+	if q.Submitted.AccountID != m.account {
+		rep.problem("query %s: charged to account %s but submitted by %s", req, m.account, q.Submitted.AccountID)
+	}
+	calls := map[string]events.Call{}
+	for _, c := range q.Calls {
+		calls[c.ID] = c
+		d, ok := m.debits[c.ID]
+		if !ok {
+			if m.settled != nil {
+				rep.problem("query %s: model call %s (%s) has no debit", req, c.ID, c.Model.Key())
+			}
+			continue
+		}
+		if d.InputTokens != c.Usage.InputTokens || d.OutputTokens != c.Usage.OutputTokens || d.CostMicros != price(c.Model, c.Usage) {
+			rep.problem("query %s: debit of call %s does not match the call's usage or price", req, c.ID)
+		}
+	}
+	for id := range m.debits {
+		if _, ok := calls[id]; !ok {
+			rep.problem("query %s: debit for call %s, which the query did not record", req, id)
+		}
+	}
+	if q.Settled != nil && q.Settled.ChargedMicros != m.sum {
+		rep.problem("query %s: the query records a charge of %s credits, its debits sum to %s", req, events.FormatCredits(q.Settled.ChargedMicros), events.FormatCredits(m.sum))
+	}
+	if q.Terminal() && m.settled == nil {
+		rep.problem("query %s: ended but its reservation was never released", req)
+	}
+}
+
+// Print writes the report.
+func (r *Report) Print(w interface{ Write([]byte) (int, error) }) {
+	fmt.Fprintf(w, "audit: %d accounts, %d ledger events, %d queries, %d debits replayed\n", r.Accounts, r.LedgerEvents, r.Queries, r.Debits)
+	if r.OK() {
+		fmt.Fprintln(w, "audit: OK — every hash chain is unbroken, every balance matches the read model, every charge matches its debits and calls")
+		return
+	}
+	fmt.Fprintf(w, "audit: %d differences\n", len(r.Problems))
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, "  -", p)
+	}
+}

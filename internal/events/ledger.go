@@ -1,0 +1,316 @@
+package events
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// MicrosPerCredit: amounts are integers of micro-credits (1e-6 credit), so
+// sums are exact.
+const MicrosPerCredit = 1_000_000
+
+// Plan grants of spec 1.7, in micro-credits.
+var planGrant = map[string]int64{
+	PlanFree:  50 * MicrosPerCredit, // once, at creation
+	PlanBasic: 100 * MicrosPerCredit,
+	PlanPro:   300 * MicrosPerCredit,
+}
+
+// Monthly reports whether a plan is granted credits every calendar month.
+func Monthly(plan string) bool { return plan == PlanBasic || plan == PlanPro }
+
+// Period is the calendar month (UTC) of t, "2006-01".
+func Period(t time.Time) string { return t.UTC().Format("2006-01") }
+
+// LedgerLink chains an account's ledger events: PrevHash is the hex SHA-256
+// of the account's previous ledger event as stored, "" for the first.
+type LedgerLink struct {
+	PrevHash string `json:"prev_hash"`
+}
+
+// CreditsGranted adds plan or custom credits to an account.
+type CreditsGranted struct {
+	AmountMicros int64  `json:"amount_micros"`
+	Reason       string `json:"reason"`
+	// Period is the calendar month a monthly plan grant is for.
+	Period string `json:"period,omitempty"`
+	LedgerLink
+}
+
+// CreditsAdjusted is an administrator's correction, positive or negative.
+type CreditsAdjusted struct {
+	AmountMicros int64  `json:"amount_micros"`
+	Reason       string `json:"reason"`
+	LedgerLink
+}
+
+// CreditsReserved holds a query's estimated cost out of the balance.
+type CreditsReserved struct {
+	RequestID    string `json:"request_id"`
+	AmountMicros int64  `json:"amount_micros"`
+	LedgerLink
+}
+
+// CreditsDebited charges one model call of a query. Cost is the call's
+// metered price; Amount is what was charged: the cost, unless the query's
+// reservation and the whole balance could not cover it, when the rest is
+// written off (the balance never goes below zero).
+type CreditsDebited struct {
+	RequestID        string   `json:"request_id"`
+	CallID           string   `json:"call_id"`
+	Model            ModelRef `json:"model"`
+	InputTokens      int      `json:"input_tokens"`
+	OutputTokens     int      `json:"output_tokens"`
+	CostMicros       int64    `json:"cost_micros"`
+	AmountMicros     int64    `json:"amount_micros"`
+	WrittenOffMicros int64    `json:"written_off_micros"`
+	LedgerLink
+}
+
+// CreditsReleased settles a query: the unused part of its reservation
+// returns to the balance. Charged is the sum of the query's debits.
+type CreditsReleased struct {
+	RequestID     string `json:"request_id"`
+	AmountMicros  int64  `json:"amount_micros"`
+	ChargedMicros int64  `json:"charged_micros"`
+	Reason        string `json:"reason"`
+	LedgerLink
+}
+
+// MonthlyCapSet sets or (nil) removes the account's monthly spending cap.
+type MonthlyCapSet struct {
+	CapMicros *int64 `json:"cap_micros"`
+}
+
+func (CreditsGranted) EventName() string  { return "credits_granted" }
+func (CreditsAdjusted) EventName() string { return "credits_adjusted" }
+func (CreditsReserved) EventName() string { return "credits_reserved" }
+func (CreditsDebited) EventName() string  { return "credits_debited" }
+func (CreditsReleased) EventName() string { return "credits_released" }
+func (MonthlyCapSet) EventName() string   { return "monthly_cap_set" }
+
+func init() {
+	register(AggregateAccount,
+		func() Event { return &CreditsGranted{} },
+		func() Event { return &CreditsAdjusted{} },
+		func() Event { return &CreditsReserved{} },
+		func() Event { return &CreditsDebited{} },
+		func() Event { return &CreditsReleased{} },
+		func() Event { return &MonthlyCapSet{} },
+	)
+}
+
+// Linked returns ev with its PrevHash set, if it is a ledger event.
+func Linked(ev Event, prev string) (Event, bool) {
+	link := LedgerLink{PrevHash: prev}
+	switch e := ev.(type) {
+	case CreditsGranted:
+		e.LedgerLink = link
+		return e, true
+	case CreditsAdjusted:
+		e.LedgerLink = link
+		return e, true
+	case CreditsReserved:
+		e.LedgerLink = link
+		return e, true
+	case CreditsDebited:
+		e.LedgerLink = link
+		return e, true
+	case CreditsReleased:
+		e.LedgerLink = link
+		return e, true
+	}
+	return ev, false
+}
+
+// PrevHashOf returns the PrevHash a ledger event carries.
+func PrevHashOf(ev Event) (string, bool) {
+	switch e := ev.(type) {
+	case CreditsGranted:
+		return e.PrevHash, true
+	case CreditsAdjusted:
+		return e.PrevHash, true
+	case CreditsReserved:
+		return e.PrevHash, true
+	case CreditsDebited:
+		return e.PrevHash, true
+	case CreditsReleased:
+		return e.PrevHash, true
+	}
+	return "", false
+}
+
+// HashStored is the chain hash of a stored event: hex SHA-256 of its bytes.
+func HashStored(raw []byte) string {
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// OpenQuery is a query whose reservation has not been settled.
+type OpenQuery struct {
+	ReservedMicros int64           `json:"reserved_micros"`
+	ChargedMicros  int64           `json:"charged_micros"`
+	Calls          map[string]bool `json:"calls"`
+	At             time.Time       `json:"at"`
+}
+
+// Ledger is the money state of an account.
+type Ledger struct {
+	BalanceMicros    int64                 `json:"balance_micros"`
+	ReservedMicros   int64                 `json:"reserved_micros"`
+	Month            string                `json:"month"`
+	SpentMonthMicros int64                 `json:"spent_month_micros"`
+	CapMicros        *int64                `json:"cap_micros"`
+	GrantedPeriod    string                `json:"granted_period"`
+	Open             map[string]*OpenQuery `json:"open"`
+	Head             string                `json:"head"`
+}
+
+// applyLedger folds a money event into the account.
+func (a *Account) applyLedger(r Record) bool {
+	l := &a.Ledger
+	if l.Open == nil {
+		l.Open = map[string]*OpenQuery{}
+	}
+	switch e := r.Event.(type) {
+	case CreditsGranted:
+		l.BalanceMicros += e.AmountMicros
+		if e.Period != "" {
+			l.GrantedPeriod = e.Period
+		}
+	case CreditsAdjusted:
+		l.BalanceMicros += e.AmountMicros
+	case CreditsReserved:
+		l.BalanceMicros -= e.AmountMicros
+		l.ReservedMicros += e.AmountMicros
+		l.Open[e.RequestID] = &OpenQuery{ReservedMicros: e.AmountMicros, Calls: map[string]bool{}, At: r.Envelope.Time}
+	case CreditsDebited:
+		o := l.Open[e.RequestID]
+		if o == nil {
+			return true
+		}
+		o.Calls[e.CallID] = true
+		o.ChargedMicros += e.AmountMicros
+		fromReservation := min(e.AmountMicros, o.ReservedMicros)
+		o.ReservedMicros -= fromReservation
+		l.ReservedMicros -= fromReservation
+		l.BalanceMicros -= e.AmountMicros - fromReservation
+		if m := Period(r.Envelope.Time); m != l.Month {
+			l.Month, l.SpentMonthMicros = m, 0
+		}
+		l.SpentMonthMicros += e.AmountMicros
+	case CreditsReleased:
+		if o := l.Open[e.RequestID]; o != nil {
+			l.ReservedMicros -= o.ReservedMicros
+			l.BalanceMicros += o.ReservedMicros
+			delete(l.Open, e.RequestID)
+		}
+	case MonthlyCapSet:
+		l.CapMicros = e.CapMicros
+		return true
+	default:
+		return false
+	}
+	if _, ok := PrevHashOf(r.Event); ok {
+		l.Head = HashStored(r.Raw)
+	}
+	return true
+}
+
+// Errors of the ledger decisions.
+var (
+	ErrInsufficientCredits = errors.New("insufficient credits")
+	ErrMonthlyCap          = errors.New("monthly cap exceeded")
+	ErrNegativeBalance     = errors.New("the balance would go below zero")
+)
+
+// Rollover returns the plan grant due at now: the Free plan's one grant at
+// creation, or a monthly plan's grant for a calendar month not yet granted.
+// It returns nil when nothing is due.
+func (a *Account) Rollover(now time.Time) Event {
+	switch {
+	case a.Plan == PlanFree && a.Ledger.GrantedPeriod == "":
+		return CreditsGranted{AmountMicros: planGrant[PlanFree], Reason: "plan free: credits granted once at sign-up", Period: "signup"}
+	case Monthly(a.Plan) && a.Ledger.GrantedPeriod != Period(now):
+		return CreditsGranted{AmountMicros: planGrant[a.Plan], Reason: "plan " + a.Plan + ": monthly credits", Period: Period(now)}
+	}
+	return nil
+}
+
+// SpentThisMonth is what the account was charged in now's calendar month.
+func (a *Account) SpentThisMonth(now time.Time) int64 {
+	if a.Ledger.Month != Period(now) {
+		return 0
+	}
+	return a.Ledger.SpentMonthMicros
+}
+
+// DecideReserve decides the reservation of amount for a new query. It is nil
+// when the query holds a reservation already.
+func (a *Account) DecideReserve(requestID string, amount int64, now time.Time) (Event, error) {
+	l := &a.Ledger
+	if _, open := l.Open[requestID]; open {
+		return nil, nil
+	}
+	if amount > l.BalanceMicros {
+		return nil, fmt.Errorf("%w: the estimate is %s credits and %s are available", ErrInsufficientCredits, FormatCredits(amount), FormatCredits(max(l.BalanceMicros, 0)))
+	}
+	if l.CapMicros != nil && a.SpentThisMonth(now)+l.ReservedMicros+amount > *l.CapMicros {
+		return nil, fmt.Errorf("%w: %s credits spent and %s reserved this month; this query's estimate of %s would pass the cap of %s",
+			ErrMonthlyCap, FormatCredits(a.SpentThisMonth(now)), FormatCredits(l.ReservedMicros), FormatCredits(amount), FormatCredits(*l.CapMicros))
+	}
+	return CreditsReserved{RequestID: requestID, AmountMicros: amount}, nil
+}
+
+// DecideDebit decides the charge of one model call. It is nil when the query
+// is settled already or the call was charged before: a call is charged once.
+func (a *Account) DecideDebit(requestID, callID string, model ModelRef, in, out int, cost int64) Event {
+	o := a.Ledger.Open[requestID]
+	if o == nil || o.Calls[callID] {
+		return nil
+	}
+	amount := min(cost, o.ReservedMicros+max(a.Ledger.BalanceMicros, 0))
+	return CreditsDebited{
+		RequestID: requestID, CallID: callID, Model: model, InputTokens: in, OutputTokens: out,
+		CostMicros: cost, AmountMicros: amount, WrittenOffMicros: cost - amount,
+	}
+}
+
+// DecideRelease decides the settlement of a query; nil when it is settled.
+func (a *Account) DecideRelease(requestID, reason string) Event {
+	o := a.Ledger.Open[requestID]
+	if o == nil {
+		return nil
+	}
+	return CreditsReleased{RequestID: requestID, AmountMicros: o.ReservedMicros, ChargedMicros: o.ChargedMicros, Reason: reason}
+}
+
+// DecideAdjust decides an administrator's adjustment.
+func (a *Account) DecideAdjust(amount int64, reason string) (Event, error) {
+	if a.Ledger.BalanceMicros+amount < 0 {
+		return nil, fmt.Errorf("%w: the balance is %s credits", ErrNegativeBalance, FormatCredits(a.Ledger.BalanceMicros))
+	}
+	return CreditsAdjusted{AmountMicros: amount, Reason: reason}, nil
+}
+
+// FormatCredits writes micro-credits as a decimal number of credits.
+func FormatCredits(micros int64) string {
+	sign := ""
+	if micros < 0 {
+		sign, micros = "-", -micros
+	}
+	s := fmt.Sprintf("%s%d.%06d", sign, micros/MicrosPerCredit, micros%MicrosPerCredit)
+	for s[len(s)-1] == '0' {
+		s = s[:len(s)-1]
+	}
+	if s[len(s)-1] == '.' {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// Credits converts micro-credits to credits for JSON answers.
+func Credits(micros int64) float64 { return float64(micros) / MicrosPerCredit }

@@ -1,0 +1,117 @@
+// Package ledger is crosscheck's credits: what a query is estimated to cost,
+// the reservation that admits it, the metered debit of every model call, the
+// settlement that returns the unused reservation, and the administrator's
+// grants, adjustments and caps. Every change is an event on the account's
+// subject, appended with the account's expected last sequence.
+package ledger
+
+import (
+	"sync"
+
+	"github.com/pkoukk/tiktoken-go"
+	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
+
+	"github.com/crosscheck/crosscheck/internal/catalog"
+	"github.com/crosscheck/crosscheck/internal/events"
+)
+
+// Estimation constants: the framing a call adds around the prompt, the
+// synthesis instructions, and the margin a reservation keeps above the
+// estimate so that a real cost rarely exceeds it.
+const (
+	framingTokens        = 16
+	synthesisPromptTok   = 110
+	perAnswerHeadingTok  = 12
+	synthesisOutputRatio = 0.8 // of the answers' expected output
+	// MarginPercent is the margin a reservation keeps above the estimate.
+	MarginPercent = 25
+)
+
+// Call is one model call of an estimate.
+type Call struct {
+	Role         string // "answer" or "synthesis"
+	Model        events.ModelRef
+	InputTokens  int
+	OutputTokens int
+	Micros       int64
+}
+
+// Estimate is the pre-flight cost of a query.
+type Estimate struct {
+	Calls []Call
+	// Micros is the sum of the calls plus the margin: what is reserved.
+	Micros int64
+}
+
+// Estimator prices queries from the catalog.
+type Estimator struct {
+	Catalog *catalog.Catalog
+}
+
+// Estimate prices a query of mode over the selected models. unify is each
+// model answering once and the first one synthesizing (when more than one
+// runs). Input tokens are counted with tiktoken for OpenAI-family models and
+// approximated as one token per four bytes for the others; outputs are each
+// model's expected answer length. A customer-owned model costs nothing.
+func (e *Estimator) Estimate(mode, prompt string, selected []events.ModelRef) Estimate {
+	var out Estimate
+	var answersOut int
+	for _, m := range selected {
+		model, _ := e.Catalog.Model(m.Provider, m.ModelID)
+		in := countTokens(model.Tokenizer, prompt) + framingTokens
+		c := Call{Role: "answer", Model: m, InputTokens: in, OutputTokens: model.ExpectedOutput}
+		c.Micros = price(m, model, c.InputTokens, c.OutputTokens)
+		answersOut += model.ExpectedOutput
+		out.Calls = append(out.Calls, c)
+	}
+	if len(selected) > 1 {
+		m := selected[0]
+		model, _ := e.Catalog.Model(m.Provider, m.ModelID)
+		in := synthesisPromptTok + countTokens(model.Tokenizer, prompt) + answersOut + perAnswerHeadingTok*len(selected)
+		c := Call{Role: "synthesis", Model: m, InputTokens: in, OutputTokens: int(float64(answersOut) * synthesisOutputRatio)}
+		c.Micros = price(m, model, c.InputTokens, c.OutputTokens)
+		out.Calls = append(out.Calls, c)
+	}
+	var sum int64
+	for _, c := range out.Calls {
+		sum += c.Micros
+	}
+	out.Micros = sum + sum*MarginPercent/100
+	return out
+}
+
+// Cost is the metered price of a call's reported usage.
+func (e *Estimator) Cost(m events.ModelRef, usage events.Usage) int64 {
+	model, _ := e.Catalog.Model(m.Provider, m.ModelID)
+	return price(m, model, usage.InputTokens, usage.OutputTokens)
+}
+
+func price(m events.ModelRef, model catalog.Model, in, out int) int64 {
+	if m.CustomModel != "" {
+		return 0 // BYOM: the customer pays their host; no variable credits
+	}
+	return model.Pricing.MicroCredits(in, out)
+}
+
+var (
+	loaderOnce sync.Once
+	encodings  sync.Map // name → *tiktoken.Tiktoken
+)
+
+// countTokens counts text's tokens with the named tiktoken encoding (offline
+// BPE files shipped in the module), or approximates one per four bytes.
+func countTokens(encoding, text string) int {
+	if encoding != "" {
+		loaderOnce.Do(func() { tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader()) })
+		enc, ok := encodings.Load(encoding)
+		if !ok {
+			if e, err := tiktoken.GetEncoding(encoding); err == nil {
+				enc, _ = encodings.LoadOrStore(encoding, e)
+			}
+		}
+		if enc != nil {
+			return len(enc.(*tiktoken.Tiktoken).Encode(text, nil, nil))
+		}
+	}
+	return (len(text) + 3) / 4
+}

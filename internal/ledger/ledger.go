@@ -1,0 +1,222 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/crosscheck/crosscheck/internal/accounts"
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/events"
+)
+
+// Service runs the ledger commands on the account aggregate.
+type Service struct {
+	Accounts  *accounts.Service
+	Estimator *Estimator
+	Now       func() time.Time
+}
+
+// Reserve holds amount for a new query, or refuses with insufficient_credits
+// or monthly_cap_exceeded. Plan credits that are due are granted first.
+// Reserving for a query that holds a reservation already succeeds.
+func (s *Service) Reserve(ctx context.Context, accountID, requestID string, amount int64) error {
+	heal := func(a *events.Account) ([]events.Event, error) {
+		if _, err := a.DecideReserve(requestID, amount, s.Now()); err == nil {
+			return nil, nil
+		}
+		return s.abandoned(ctx, a)
+	}
+	err := s.Accounts.Update(ctx, accountID, nil, s.Accounts.Rollover, heal, func(a *events.Account) ([]events.Event, error) {
+		ev, err := a.DecideReserve(requestID, amount, s.Now())
+		switch {
+		case errors.Is(err, events.ErrInsufficientCredits):
+			return nil, apperr.New(apperr.InsufficientCredits, "%s", strings.TrimPrefix(err.Error(), "insufficient credits: "))
+		case errors.Is(err, events.ErrMonthlyCap):
+			return nil, apperr.New(apperr.MonthlyCapExceeded, "%s", strings.TrimPrefix(err.Error(), "monthly cap exceeded: "))
+		case err != nil || ev == nil:
+			return nil, err
+		}
+		return []events.Event{ev}, nil
+	})
+	return err
+}
+
+// abandonGrace is how old a reservation without a submitted query must be
+// before it is released: younger, its submission may still be landing.
+const abandonGrace = 30 * time.Second
+
+// abandoned releases the reservations whose query was never recorded (the
+// process died between reserving and appending the submission).
+func (s *Service) abandoned(ctx context.Context, a *events.Account) ([]events.Event, error) {
+	var evs []events.Event
+	store := s.Accounts.Store
+	for id, o := range a.Ledger.Open {
+		if s.Now().Sub(o.At) < abandonGrace {
+			continue
+		}
+		rec, err := store.Last(ctx, store.Queries, events.Subject(events.AggregateQuery, id, events.QuerySubmitted{}.EventName()))
+		if err != nil {
+			return nil, apperr.New(apperr.ServiceRestarting, "the event store is unavailable; retry")
+		}
+		if rec == nil {
+			evs = append(evs, a.DecideRelease(id, "abandoned: the submission was never recorded"))
+		}
+	}
+	return evs, nil
+}
+
+// Charge is one metered model call of a query.
+type Charge struct {
+	CallID string
+	Model  events.ModelRef
+	Usage  events.Usage
+}
+
+// Debit charges calls of a query, each once: a call charged before, or a
+// query settled already, changes nothing. It returns what the query has been
+// charged so far and whether its reservation is still open.
+func (s *Service) Debit(ctx context.Context, accountID, requestID string, calls ...Charge) (charged int64, open bool, err error) {
+	// One step per call: each decides on the state the previous one left.
+	steps := make([]accounts.Decide, 0, len(calls))
+	for _, c := range calls {
+		steps = append(steps, func(a *events.Account) ([]events.Event, error) {
+			if ev := a.DecideDebit(requestID, c.CallID, c.Model, c.Usage.InputTokens, c.Usage.OutputTokens, s.Estimator.Cost(c.Model, c.Usage)); ev != nil {
+				return []events.Event{ev}, nil
+			}
+			return nil, nil
+		})
+	}
+	err = s.Accounts.Update(ctx, accountID, func(a *events.Account) {
+		if o := a.Ledger.Open[requestID]; o != nil {
+			charged, open = o.ChargedMicros, true
+		}
+	}, steps...)
+	return charged, open, err
+}
+
+// Release settles a query: the unused part of its reservation returns to the
+// balance. Releasing a settled query changes nothing.
+func (s *Service) Release(ctx context.Context, accountID, requestID, reason string) error {
+	return s.Accounts.Update(ctx, accountID, nil, func(a *events.Account) ([]events.Event, error) {
+		if ev := a.DecideRelease(requestID, reason); ev != nil {
+			return []events.Event{ev}, nil
+		}
+		return nil, nil
+	})
+}
+
+// Adjust applies an administrator's grant or correction in credits.
+func (s *Service) Adjust(ctx context.Context, accountID string, micros int64, reason string) (*accounts.AccountView, error) {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return nil, apperr.New(apperr.InvalidRequest, "reason is required")
+	}
+	if micros == 0 {
+		return nil, apperr.New(apperr.InvalidRequest, "amount must not be zero")
+	}
+	if _, err := s.Accounts.Account(ctx, accountID); err != nil {
+		return nil, err
+	}
+	var view accounts.AccountView
+	err := s.Accounts.Update(ctx, accountID, func(a *events.Account) { view = accounts.ViewOf(a, s.Now()) }, s.Accounts.Rollover, func(a *events.Account) ([]events.Event, error) {
+		var ev events.Event
+		var err error
+		if micros > 0 {
+			ev = events.CreditsGranted{AmountMicros: micros, Reason: reason}
+		} else {
+			ev, err = a.DecideAdjust(micros, reason)
+		}
+		if errors.Is(err, events.ErrNegativeBalance) {
+			return nil, apperr.New(apperr.InvalidRequest, "%s", err.Error())
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []events.Event{ev}, nil
+	})
+	return &view, err
+}
+
+// SetCap sets the monthly cap in micro-credits, or removes it (nil).
+func (s *Service) SetCap(ctx context.Context, accountID string, capMicros *int64) (*accounts.AccountView, error) {
+	if capMicros != nil && *capMicros < 0 {
+		return nil, apperr.New(apperr.InvalidRequest, "credits must be a non-negative number or null")
+	}
+	if _, err := s.Accounts.Account(ctx, accountID); err != nil {
+		return nil, err
+	}
+	var view accounts.AccountView
+	err := s.Accounts.Update(ctx, accountID, func(a *events.Account) { view = accounts.ViewOf(a, s.Now()) }, func(a *events.Account) ([]events.Event, error) {
+		return []events.Event{events.MonthlyCapSet{CapMicros: capMicros}}, nil
+	})
+	return &view, err
+}
+
+// Entry is one ledger entry as the admin API lists it.
+type Entry struct {
+	Seq            uint64
+	Time           time.Time
+	Type           string
+	AmountMicros   int64 // signed change of the balance and reservations together
+	BalanceAfter   int64
+	ReservedAfter  int64
+	RequestID      string
+	CallID         string
+	Reason         string
+	WrittenOff     int64
+	MonthlyCapSet  bool
+	CapAfterMicros *int64
+}
+
+// Entries returns up to limit ledger entries after sequence after, oldest
+// first, with the balance after each; next is the after of the next page, 0
+// at the end.
+func (s *Service) Entries(ctx context.Context, accountID string, after uint64, limit int) (out []Entry, next uint64, err error) {
+	if _, err := s.Accounts.Account(ctx, accountID); err != nil {
+		return nil, 0, err
+	}
+	recs, err := s.Accounts.Store.Load(ctx, s.Accounts.Store.Accounts, events.Filter(events.AggregateAccount, accountID), 1)
+	if err != nil {
+		return nil, 0, apperr.New(apperr.ServiceRestarting, "the event store is unavailable; retry")
+	}
+	a := &events.Account{}
+	for _, r := range recs {
+		before := a.Ledger
+		a.Apply(r)
+		e, ok := entryOf(r, before, a.Ledger)
+		if !ok || r.Seq <= after {
+			continue
+		}
+		if len(out) == limit {
+			return out, out[len(out)-1].Seq, nil
+		}
+		out = append(out, e)
+	}
+	return out, 0, nil
+}
+
+func entryOf(r events.Record, before, after events.Ledger) (Entry, bool) {
+	e := Entry{Seq: r.Seq, Time: r.Envelope.Time, Type: strings.TrimPrefix(r.Envelope.Type, events.AggregateAccount+"."),
+		BalanceAfter: after.BalanceMicros, ReservedAfter: after.ReservedMicros}
+	switch ev := r.Event.(type) {
+	case events.CreditsGranted:
+		e.AmountMicros, e.Reason = ev.AmountMicros, ev.Reason
+	case events.CreditsAdjusted:
+		e.AmountMicros, e.Reason = ev.AmountMicros, ev.Reason
+	case events.CreditsReserved:
+		e.AmountMicros, e.RequestID = -ev.AmountMicros, ev.RequestID
+	case events.CreditsDebited:
+		e.AmountMicros, e.RequestID, e.CallID, e.WrittenOff = -ev.AmountMicros, ev.RequestID, ev.CallID, ev.WrittenOffMicros
+		e.Reason = fmt.Sprintf("%s/%s: %d input, %d output tokens", ev.Model.Key(), ev.Model.ModelID, ev.InputTokens, ev.OutputTokens)
+	case events.CreditsReleased:
+		e.AmountMicros, e.RequestID, e.Reason = ev.AmountMicros, ev.RequestID, ev.Reason
+	case events.MonthlyCapSet:
+		e.MonthlyCapSet, e.CapAfterMicros = true, ev.CapMicros
+	default:
+		return Entry{}, false
+	}
+	return e, true
+}
