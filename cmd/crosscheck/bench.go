@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -224,6 +225,9 @@ func benchKeys(ctx context.Context, m *Main, n int) ([]string, error) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			acc, err := m.Accounts.CreateAccount(ctx, fmt.Sprintf("bench %d", i), events.PlanEnterprise)
+			if err == nil {
+				_, err = m.Ledger.Adjust(ctx, acc.ID, 1_000_000*events.MicrosPerCredit, "benchmark grant")
+			}
 			if err != nil {
 				errs <- err
 				return
@@ -696,7 +700,8 @@ func benchInflight(ctx context.Context, cfg benchConfig, always bool) (float64, 
 }
 
 func heapAndStacks() int64 {
-	runtime.GC()
+	debug.FreeOSMemory() // a full collection, twice over, so readings compare
+	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapInuse + ms.StackInuse)

@@ -223,8 +223,8 @@ func (m *Main) runProjections(ctx context.Context) {
 	status := &projections.QueryStatus{Store: m.Store}
 	runners := []*projections.Runner{
 		{Name: projections.ConsumerQueryStatus, Stream: m.Store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: status.HandleBatch},
-		{Name: projections.ConsumerKeys, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"}, Handle: (&projections.Keys{KV: m.Store.Keys}).Handle},
-		{Name: projections.ConsumerBalances, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"}, HandleBatch: (&projections.Balances{Store: m.Store}).HandleBatch},
+		{Name: projections.ConsumerAccounts, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"},
+			HandleBatch: projections.Accounts(&projections.Keys{KV: m.Store.Keys}, &projections.Balances{Store: m.Store})},
 	}
 	for _, r := range runners {
 		r.Log = m.Log

@@ -248,6 +248,7 @@ var (
 		"GET /v1/queries/{id}",
 		"GET /v1/queries/{id}/stream",
 		"GET /v1/models",
+		"POST /v1/estimate-cost",
 	}
 	adminRoutes = []string{
 		"GET /healthz",
@@ -255,6 +256,9 @@ var (
 		"GET /admin/v1/accounts/{account_id}",
 		"POST /admin/v1/accounts/{account_id}/keys",
 		"POST /admin/v1/keys/{fingerprint}/{action}",
+		"POST /admin/v1/accounts/{account_id}/credits",
+		"PUT /admin/v1/accounts/{account_id}/monthly-cap",
+		"GET /admin/v1/accounts/{account_id}/ledger",
 	}
 )
 

@@ -12,10 +12,6 @@ import (
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 )
 
-// ConsumerBalances is the durable consumer of the balances projection. It
-// is persistent state: never rename it.
-const ConsumerBalances = "proj_balances"
-
 // BalanceDoc is one entry of the balances read model: an account's money
 // state after the event at Seq.
 type BalanceDoc struct {

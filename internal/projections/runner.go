@@ -15,7 +15,9 @@ import (
 // Durable consumer names are persistent state: never rename them.
 const (
 	ConsumerQueryStatus = "proj_query_status"
-	ConsumerKeys        = "proj_keys"
+	// ConsumerAccounts feeds the keys and balances projections from one
+	// delivery of each account event.
+	ConsumerAccounts = "proj_accounts"
 )
 
 // Handler applies one event. It must be idempotent by sequence.

@@ -102,6 +102,19 @@ type Keys struct {
 	KV jetstream.KeyValue
 }
 
+// Accounts applies a batch of account events to both account projections:
+// keys first, so a new key is usable as soon as possible, then balances.
+func Accounts(keys *Keys, balances *Balances) BatchHandler {
+	return func(ctx context.Context, recs []events.Record) error {
+		for _, r := range recs {
+			if err := keys.Handle(ctx, r); err != nil {
+				return err
+			}
+		}
+		return balances.HandleBatch(ctx, recs)
+	}
+}
+
 // Handle applies one account event; events other than key events are ignored.
 func (p *Keys) Handle(ctx context.Context, r events.Record) error {
 	switch e := r.Event.(type) {

@@ -184,17 +184,21 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record) error
 		}
 		em := &emitter{store: w.Store, id: id, last: q.LastSeq, now: w.Now}
 		if w.Ledger != nil {
-			// Each call is charged as it is recorded; settle charges any
-			// that a crash left out.
+			// Each call is charged as soon as it is recorded, beside the
+			// pipeline; settle waits for those charges and charges any that
+			// a crash left out.
 			acct := q.Submitted.AccountID
 			em.onCall = func(ctx context.Context, c events.Call) {
-				_, _, _ = w.Ledger.Debit(ctx, acct, id, ledger.Charge{CallID: c.ID, Model: c.Model, Usage: c.Usage})
+				em.debits.Go(func() {
+					_, _, _ = w.Ledger.Debit(ctx, acct, id, ledger.Charge{CallID: c.ID, Model: c.Model, Usage: c.Usage})
+				})
 			}
 		}
 		var terminal events.Event = events.QueryFailed{Code: apperr.InvalidMode, Message: "this server does not run mode " + q.Submitted.Mode}
 		if mode, ok := w.Modes[q.Submitted.Mode]; ok {
 			terminal, err = mode.Run(ctx, q, em.emit)
 		}
+		em.debits.Wait()
 		if err == nil {
 			for _, r := range em.recorded() {
 				q.Apply(r)
@@ -251,9 +255,10 @@ type emitter struct {
 	now    func() time.Time
 	onCall func(context.Context, events.Call)
 
-	mu   sync.Mutex
-	last uint64
-	recs []events.Record
+	mu     sync.Mutex
+	last   uint64
+	recs   []events.Record
+	debits sync.WaitGroup
 }
 
 // recorded returns the records this emitter appended.
