@@ -8,11 +8,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/crosscheck/crosscheck/internal/audit"
-	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/embedded"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
-	"github.com/crosscheck/crosscheck/internal/ledger"
 )
 
 // openStore opens the event store of cfg: CROSSCHECK_NATS_URL, or the
@@ -54,8 +52,7 @@ func runAudit(ctx context.Context, cfg config.Config, w io.Writer) (ok bool, err
 		return false, err
 	}
 	defer closeStore()
-	est := &ledger.Estimator{Catalog: catalog.Simulated()}
-	rep, err := audit.Run(ctx, store, est.Cost)
+	rep, err := audit.Run(ctx, store)
 	if err != nil {
 		return false, err
 	}

@@ -31,9 +31,6 @@ func (r *Report) problem(format string, args ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
 }
 
-// Pricer is the metered price of a call's usage.
-type Pricer func(events.ModelRef, events.Usage) int64
-
 type queryMoney struct {
 	account  string
 	reserved bool
@@ -43,7 +40,7 @@ type queryMoney struct {
 }
 
 // Run audits every account of the store.
-func Run(ctx context.Context, store *eventstore.Store, price Pricer) (*Report, error) {
+func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 	rep := &Report{}
 	recs, err := store.Load(ctx, store.Accounts, "ev.account.>", 1)
 	if err != nil {
@@ -108,7 +105,7 @@ func Run(ctx context.Context, store *eventstore.Store, price Pricer) (*Report, e
 	}
 	sort.Strings(qids)
 	for _, req := range qids {
-		checkQuery(ctx, store, rep, price, req, queries[req])
+		checkQuery(ctx, store, rep, req, queries[req])
 	}
 	return rep, nil
 }
@@ -144,7 +141,7 @@ func checkReadModel(ctx context.Context, store *eventstore.Store, rep *Report, a
 }
 
 // checkQuery checks one query's money against its own events.
-func checkQuery(ctx context.Context, store *eventstore.Store, rep *Report, price Pricer, req string, m *queryMoney) {
+func checkQuery(ctx context.Context, store *eventstore.Store, rep *Report, req string, m *queryMoney) {
 	rep.Queries++
 	if !m.reserved {
 		rep.problem("query %s: debited or released without a reservation", req)
@@ -176,8 +173,8 @@ func checkQuery(ctx context.Context, store *eventstore.Store, rep *Report, price
 			}
 			continue
 		}
-		if d.InputTokens != c.Usage.InputTokens || d.OutputTokens != c.Usage.OutputTokens || d.CostMicros != price(c.Model, c.Usage) {
-			rep.problem("query %s: debit of call %s does not match the call's usage or price", req, c.ID)
+		if d.InputTokens != c.Usage.InputTokens || d.OutputTokens != c.Usage.OutputTokens || d.CostMicros != c.CostMicros {
+			rep.problem("query %s: debit of call %s does not match the usage or the cost the query recorded for it", req, c.ID)
 		}
 	}
 	for id := range m.debits {

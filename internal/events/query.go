@@ -185,6 +185,8 @@ type Call struct {
 	ID    string
 	Model ModelRef
 	Usage Usage
+	// CostMicros is the price recorded with the call.
+	CostMicros int64
 }
 
 // Apply folds one stored event into the query.
@@ -201,13 +203,13 @@ func (q *Query) Apply(r Record) {
 		q.Status = StatusRunning
 	case ModelAnswered:
 		q.Answers[e.Model.Key()] = e
-		q.Calls = append(q.Calls, Call{ID: r.Envelope.ID, Model: e.Model, Usage: e.Usage})
+		q.Calls = append(q.Calls, Call{ID: r.Envelope.ID, Model: e.Model, Usage: e.Usage, CostMicros: e.CostMicros})
 	case ModelFailed:
 		q.Failures[e.Model.Key()] = e
 	case Synthesized:
 		q.Synthesis = &e
 		if e.Usage != (Usage{}) {
-			q.Calls = append(q.Calls, Call{ID: r.Envelope.ID, Model: e.Model, Usage: e.Usage})
+			q.Calls = append(q.Calls, Call{ID: r.Envelope.ID, Model: e.Model, Usage: e.Usage, CostMicros: e.CostMicros})
 		}
 	case CreditsSettled:
 		q.Settled = &e

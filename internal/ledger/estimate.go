@@ -19,10 +19,10 @@ import (
 // synthesis instructions, and the margin a reservation keeps above the
 // estimate so that a real cost rarely exceeds it.
 const (
-	framingTokens        = 16
+	framingTokens        = 4
 	synthesisPromptTok   = 110
 	perAnswerHeadingTok  = 12
-	synthesisOutputRatio = 0.8 // of the answers' expected output
+	synthesisOutputRatio = 0.5 // of the answers' expected output
 	// MarginPercent is the margin a reservation keeps above the estimate.
 	MarginPercent = 25
 )

@@ -160,7 +160,7 @@ type Entry struct {
 	Seq            uint64
 	Time           time.Time
 	Type           string
-	AmountMicros   int64 // signed change of the balance and reservations together
+	AmountMicros   int64 // signed change of the available balance
 	BalanceAfter   int64
 	ReservedAfter  int64
 	RequestID      string

@@ -114,9 +114,14 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	case errors.Is(err, eventstore.ErrConflict) || (err == nil && dup):
 		return Submission{RequestID: requestID, Status: s.status(ctx, requestID), Replayed: true}, nil
 	case err != nil:
-		// Best effort: if these fail too, they heal later.
-		_ = s.Release(context.WithoutCancel(ctx), caller.Fingerprint, requestID)
-		_ = s.Credits.Release(context.WithoutCancel(ctx), caller.AccountID, requestID, "abandoned: the submission was not recorded")
+		// The append may have landed although it failed (a timeout): give
+		// back the slot and the reservation only when the submission is
+		// known to be absent. Otherwise they are the query's, or heal later.
+		bg := context.WithoutCancel(ctx)
+		if rec, lerr := s.Store.Last(bg, s.Store.Queries, env.Subject); lerr == nil && rec == nil {
+			_ = s.Release(bg, caller.Fingerprint, requestID)
+			_ = s.Credits.Release(bg, caller.AccountID, requestID, "abandoned: the submission was not recorded")
+		}
 		return Submission{}, unavailable(err)
 	}
 	return Submission{RequestID: requestID, Status: events.StatusQueued}, nil
