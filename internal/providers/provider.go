@@ -32,13 +32,29 @@ type Schema struct {
 	JSON json.RawMessage
 }
 
+// Attachment is a file that travels with a call: each backend sends images
+// and PDFs in its native form where the model reads them, and text otherwise.
+type Attachment struct {
+	Name      string
+	MediaType string // e.g. image/png, application/pdf, text/plain
+	Data      []byte
+}
+
 // Request is one model call.
 type Request struct {
-	// Model is the catalog model_id.
+	// Model is the upstream model name.
 	Model    string
 	Messages []Message
-	// Schema, when set, asks for a JSON object in Response.JSON.
+	// Schema, when set, asks for a JSON object in Response.JSON, in the
+	// backend's native way (response format, forced tool use, response schema).
 	Schema *Schema
+	// Attachments go with the last user message.
+	Attachments []Attachment
+	// WebSearch asks for the vendor's own web search, where the backend has it;
+	// its sources come back as Response.Citations.
+	WebSearch bool
+	// MaxOutputTokens bounds the answer; zero leaves the vendor's default.
+	MaxOutputTokens int
 }
 
 // Response is what a model returned.
