@@ -38,6 +38,16 @@ type Model struct {
 	// ExpectedOutput is the number of output tokens a pre-flight estimate
 	// assumes for one answer of this model.
 	ExpectedOutput int `json:"-"`
+	// Upstream is the vendor's name for the model; empty means the model_id.
+	Upstream string `json:"-"`
+}
+
+// UpstreamName is the name the vendor knows the model by.
+func (m Model) UpstreamName() string {
+	if m.Upstream != "" {
+		return m.Upstream
+	}
+	return m.ID
 }
 
 // Pricing is what a model's tokens cost, in credits per million tokens, which
@@ -147,3 +157,46 @@ func Simulated() *Catalog {
 }
 
 func title(s string) string { return string(s[0]-'a'+'A') + s[1:] }
+
+// Vendor returns the default catalog for real vendors, with every provider's
+// backend left for the configuration to set: provider_a OpenAI, provider_b
+// Anthropic, provider_c Google Gemini, provider_d Mistral (an OpenAI-compatible
+// host). It follows spec 2.2: four models per provider, one standard default;
+// provider_d has one standard, two budget and one premium model. Prices follow
+// the tiers of the simulated catalog.
+func Vendor() *Catalog {
+	row := func(id, name, tier, tokenizer string) Model {
+		return Model{ID: id, Name: name, Tier: tier, Default: tier == TierStandard, Pricing: priced(tier), Tokenizer: tokenizer, ExpectedOutput: 600}
+	}
+	const oai = "o200k_base"
+	return &Catalog{Providers: []Provider{
+		{Key: ProviderA, Models: []Model{
+			row("gpt-4.1", "GPT-4.1", TierStandard, oai),
+			row("gpt-4.1-mini", "GPT-4.1 mini", TierBudget, oai),
+			row("gpt-5", "GPT-5", TierPremium, oai),
+			row("o3", "o3", TierPremium, oai),
+		}},
+		{Key: ProviderB, Models: []Model{
+			row("claude-sonnet-4-5", "Claude Sonnet 4.5", TierStandard, ""),
+			row("claude-haiku-4-5", "Claude Haiku 4.5", TierBudget, ""),
+			row("claude-opus-4-1", "Claude Opus 4.1", TierPremium, ""),
+			row("claude-opus-4-5", "Claude Opus 4.5", TierPremium, ""),
+		}},
+		{Key: ProviderC, Models: []Model{
+			row("gemini-2.5-flash", "Gemini 2.5 Flash", TierStandard, ""),
+			row("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite", TierBudget, ""),
+			row("gemini-2.5-pro", "Gemini 2.5 Pro", TierPremium, ""),
+			row("gemini-3-pro-preview", "Gemini 3 Pro (preview)", TierPremium, ""),
+		}},
+		{Key: ProviderD, Models: []Model{
+			row("mistral-medium-latest", "Mistral Medium", TierStandard, ""),
+			row("mistral-small-latest", "Mistral Small", TierBudget, ""),
+			row("ministral-8b-latest", "Ministral 8B", TierBudget, ""),
+			row("mistral-large-latest", "Mistral Large", TierPremium, ""),
+		}},
+	}}
+}
+
+// DefaultMistralBaseURL is provider_d's host when its openai-compatible
+// binding names no base_url.
+const DefaultMistralBaseURL = "https://api.mistral.ai/v1"

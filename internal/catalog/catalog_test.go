@@ -9,7 +9,13 @@ func TestSimulatedCatalogShape(t *testing.T) {
 	want := map[string][3]int{
 		ProviderA: {1, 1, 2}, ProviderB: {1, 1, 2}, ProviderC: {1, 1, 2}, ProviderD: {1, 2, 1},
 	}
-	c := Simulated()
+	for name, c := range map[string]*Catalog{"simulated": Simulated(), "vendor": Vendor()} {
+		checkShape(t, name, c, want)
+	}
+}
+
+func checkShape(t *testing.T, name string, c *Catalog, want map[string][3]int) {
+	t.Helper()
 	if len(c.Providers) != 4 {
 		t.Fatalf("got %d providers, want 4", len(c.Providers))
 	}
@@ -40,7 +46,7 @@ func TestSimulatedCatalogShape(t *testing.T) {
 		if got != want[p.Key] || len(p.Models) != 4 || defaults != 1 {
 			t.Errorf("%s: tiers %v, %d models, %d defaults; want %v, 4, 1", p.Key, got, len(p.Models), defaults, want[p.Key])
 		}
-		if !p.Simulated() {
+		if name == "simulated" && !p.Simulated() {
 			t.Errorf("%s: not labelled simulated", p.Key)
 		}
 	}

@@ -122,3 +122,18 @@ type ProviderFunc func(ctx context.Context, req Request) (Response, error)
 func (f ProviderFunc) Complete(ctx context.Context, req Request) (Response, error) {
 	return f(ctx, req)
 }
+
+// Upstream sends each call under the vendor's name for its model: Names maps
+// catalog model_ids to upstream names; ids it does not name pass unchanged.
+type Upstream struct {
+	Provider Provider
+	Names    map[string]string
+}
+
+// Complete renames req.Model and calls the provider.
+func (u *Upstream) Complete(ctx context.Context, req Request) (Response, error) {
+	if name, ok := u.Names[req.Model]; ok {
+		req.Model = name
+	}
+	return u.Provider.Complete(ctx, req)
+}
