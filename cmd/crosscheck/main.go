@@ -29,7 +29,6 @@ import (
 	"github.com/crosscheck/crosscheck/internal/modes"
 	"github.com/crosscheck/crosscheck/internal/projections"
 	"github.com/crosscheck/crosscheck/internal/providers"
-	"github.com/crosscheck/crosscheck/internal/providers/simulated"
 	"github.com/crosscheck/crosscheck/internal/queries"
 	"github.com/crosscheck/crosscheck/internal/worker"
 )
@@ -174,20 +173,22 @@ func (m *Main) Open(ctx context.Context) error {
 	if err := m.loadAdminToken(); err != nil {
 		return err
 	}
-	m.Catalog = catalog.Simulated()
-	backends := m.Providers
-	if backends == nil {
-		backends = providers.Set{}
-		for _, p := range m.Catalog.Providers {
-			backends[p.Key] = simulated.New(p.Key, cfg.SimLatency)
-		}
+	cat, backends, err := m.backends(ctx)
+	if err != nil {
+		return err
+	}
+	m.Catalog = cat
+	if m.Providers != nil {
+		backends = m.Providers
 	}
 	if m.RetryDelays == nil {
 		m.RetryDelays = providers.DefaultRetryDelays
 	}
+	// A call: validated structured output (one repair), each attempt retried
+	// on retriable failures after 1 s and 5 s, each bounded by the timeout.
 	calls := providers.Set{}
 	for key, p := range backends {
-		calls[key] = &providers.Retry{Provider: p, Delays: m.RetryDelays, Timeout: cfg.ModelTimeout}
+		calls[key] = &providers.Structured{Provider: &providers.Retry{Provider: p, Delays: m.RetryDelays, Timeout: cfg.ModelTimeout}}
 	}
 	m.Accounts = &accounts.Service{Store: m.Store, Now: m.Now}
 	estimator := &ledger.Estimator{Catalog: m.Catalog}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/crosscheck/crosscheck/internal/catalog"
+	"github.com/crosscheck/crosscheck/internal/config"
+	"github.com/crosscheck/crosscheck/internal/providers"
+	"github.com/crosscheck/crosscheck/internal/providers/anthropic"
+	"github.com/crosscheck/crosscheck/internal/providers/gemini"
+	"github.com/crosscheck/crosscheck/internal/providers/openai"
+	"github.com/crosscheck/crosscheck/internal/providers/openaicompat"
+	"github.com/crosscheck/crosscheck/internal/providers/simulated"
+)
+
+// backends builds the catalog and one backend per provider key. Without
+// CROSSCHECK_CONFIG every provider runs on the simulated backend with the
+// simulated catalog. With it, each provider keeps the vendor catalog's models
+// (or the binding's own) and runs on its bound backend when that backend's
+// credential is present; a provider without one runs simulated, labelled so
+// in GET /v1/models and in results, and the start-up log says why. A provider
+// with a credential never falls back.
+func (m *Main) backends(ctx context.Context) (*catalog.Catalog, providers.Set, error) {
+	cfg := m.Config
+	set := providers.Set{}
+	if cfg.ConfigFile == "" {
+		cat := catalog.Simulated()
+		for _, p := range cat.Providers {
+			set[p.Key] = simulated.New(p.Key, cfg.SimLatency)
+		}
+		return cat, set, nil
+	}
+	file, err := config.LoadFile(cfg.ConfigFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	cat := catalog.Vendor()
+	for i := range cat.Providers {
+		p := &cat.Providers[i]
+		b, bound := file.Providers[p.Key]
+		if bound && len(b.Models) > 0 {
+			p.Models = p.Models[:0]
+			for _, mc := range b.Models {
+				p.Models = append(p.Models, catalog.Model{
+					ID: mc.ID, Name: mc.Name, Tier: mc.Tier, Default: mc.Default, Upstream: mc.Upstream, Tokenizer: mc.Tokenizer,
+					Pricing:        catalog.Pricing{InputPerMillion: mc.InputPerMillion, OutputPerMillion: mc.OutputPerMillion},
+					ExpectedOutput: max(mc.ExpectedOutput, 1),
+				})
+			}
+		}
+		backend := config.BackendSimulated
+		if bound {
+			backend = b.Backend
+		}
+		key, err := b.Credential()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", p.Key, err)
+		}
+		needsKey := backend != config.BackendSimulated && (backend != config.BackendOpenAICompatible || b.NamesCredential())
+		if needsKey && key == "" {
+			m.Log.Warn().Str("provider", p.Key).Str("backend", backend).Str("api_key_env", b.APIKeyEnv).Str("api_key_file", b.APIKeyFile).
+				Msg("no credential for this provider: it runs on the SIMULATED backend")
+			backend = config.BackendSimulated
+		}
+		var client providers.Provider
+		switch backend {
+		case config.BackendOpenAI:
+			client = openai.New(openai.Config{APIKey: key, BaseURL: b.BaseURL})
+		case config.BackendOpenAICompatible:
+			client = openaicompat.New(openaicompat.Config{APIKey: key, BaseURL: b.BaseURL})
+		case config.BackendAnthropic:
+			client = anthropic.New(anthropic.Config{APIKey: key, BaseURL: b.BaseURL})
+		case config.BackendGemini:
+			if client, err = gemini.New(ctx, gemini.Config{APIKey: key, BaseURL: b.BaseURL}); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", p.Key, err)
+			}
+		default:
+			backend = config.BackendSimulated
+			client = simulated.New(p.Key, cfg.SimLatency)
+			for j := range p.Models {
+				p.Models[j].Name += " (simulated)"
+			}
+		}
+		p.Backend = backend
+		names := map[string]string{}
+		for _, model := range p.Models {
+			names[model.ID] = model.UpstreamName()
+		}
+		set[p.Key] = &providers.Upstream{Provider: client, Names: names}
+		m.Log.Info().Str("provider", p.Key).Str("backend", backend).Msg("provider bound")
+	}
+	return cat, set, nil
+}

@@ -1,0 +1,158 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	sdk "github.com/openai/openai-go/v3"
+
+	"github.com/crosscheck/crosscheck/internal/providers"
+)
+
+// maxMessage bounds an upstream error message kept in a *providers.Error.
+const maxMessage = 500
+
+// ClassifyError turns a failed SDK call into what providers.Provider promises:
+// the context's error when ctx ended, else a *providers.Error classified from
+// the upstream's status, headers and error body. raw is the HTTP response the
+// SDK captured with option.WithResponseInto (nil when none arrived); secret is
+// removed from every message. It serves every backend built on the OpenAI SDK.
+func ClassifyError(ctx context.Context, err error, raw *http.Response, secret string) error {
+	if err == nil {
+		return nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	var apiErr *sdk.Error
+	if errors.As(err, &apiErr) && raw == nil {
+		raw = apiErr.Response
+	}
+	if raw == nil || raw.StatusCode < 400 {
+		// No HTTP answer: a connection failure, which may pass on retry.
+		return &providers.Error{Class: providers.ClassServerError, Message: Redact(err.Error(), secret)}
+	}
+	status := raw.StatusCode
+	var msg, code string
+	if apiErr != nil {
+		msg = apiErr.Message
+		code = apiErr.Code + " " + apiErr.Type
+	}
+	if msg == "" {
+		msg = bodyMessage(raw)
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	return &providers.Error{
+		Class:      StatusClass(status, code),
+		Status:     status,
+		Message:    Redact(msg, secret),
+		RetryAfter: RetryAfter(raw.Header, time.Now()),
+	}
+}
+
+// StatusClass maps an HTTP status (and the vendor's error code or type, which
+// may be empty) to a failure class.
+func StatusClass(status int, code string) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return providers.ClassRateLimited
+	case status == http.StatusRequestTimeout:
+		return providers.ClassTimeout
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return providers.ClassAuthentication
+	case status >= 500 && status <= 599:
+		return providers.ClassServerError
+	case strings.Contains(code, "content_filter") || strings.Contains(code, "content_policy"):
+		return providers.ClassContentFiltered
+	default:
+		return providers.ClassBadRequest
+	}
+}
+
+// RetryAfter reads the upstream's wait: retry-after-ms (milliseconds), else
+// retry-after in seconds or as an HTTP date. It is zero when neither is set.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e12 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s > 0 && s < 1e9 {
+			return time.Duration(s * float64(time.Second))
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// bodyMessage reads an error message from a non-OpenAI error body, in the
+// shapes compatible hosts use: {"error":"..."}, {"message":"..."},
+// {"detail":"..."}, or plain text.
+func bodyMessage(raw *http.Response) string {
+	if raw.Body == nil {
+		return ""
+	}
+	b, err := io.ReadAll(io.LimitReader(raw.Body, 64<<10))
+	if err != nil {
+		return ""
+	}
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(b, &v) == nil {
+		var s string
+		var inner struct {
+			Message string `json:"message"`
+		}
+		switch {
+		case json.Unmarshal(v.Error, &s) == nil && s != "":
+			return s
+		case json.Unmarshal(v.Error, &inner) == nil && inner.Message != "":
+			return inner.Message
+		case v.Message != "":
+			return v.Message
+		case json.Unmarshal(v.Detail, &s) == nil && s != "":
+			return s
+		case len(v.Detail) > 0:
+			return string(v.Detail)
+		}
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Redact removes secret from msg and bounds its length.
+func Redact(msg, secret string) string {
+	if secret != "" {
+		msg = strings.ReplaceAll(msg, secret, "[redacted]")
+	}
+	if len(msg) > maxMessage {
+		cut := maxMessage
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	return msg
+}

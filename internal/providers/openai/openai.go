@@ -1,0 +1,329 @@
+// Package openai is the model backend for OpenAI's Responses API, built on the
+// official SDK (github.com/openai/openai-go/v3).
+//
+// The client is built from the Responses service alone, never through
+// openai.NewClient: NewClient applies DefaultClientOptions, which read
+// OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_ADMIN_KEY, OPENAI_ORG_ID,
+// OPENAI_PROJECT_ID and OPENAI_CUSTOM_HEADERS from the environment, and the SDK
+// offers no public way to turn that off. Every setting the backend sends is the
+// Config's.
+package openai
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/providers"
+)
+
+// DefaultBaseURL is OpenAI's API, used when Config.BaseURL is empty.
+const DefaultBaseURL = "https://api.openai.com/v1/"
+
+// Config configures a Client.
+type Config struct {
+	APIKey string
+	// BaseURL is the API root, e.g. https://api.openai.com/v1; empty means
+	// DefaultBaseURL.
+	BaseURL string
+	// HTTPClient sends the requests; nil means http.DefaultClient.
+	HTTPClient *http.Client
+}
+
+// Client calls the Responses API.
+type Client struct {
+	svc responses.ResponseService
+	key string
+}
+
+var _ providers.Provider = (*Client)(nil)
+
+// New returns a client that sends exactly cfg's credentials to cfg's base URL,
+// with the SDK's own retries off: retries are providers.Retry's.
+func New(cfg Config) *Client {
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	opts := []option.RequestOption{
+		option.WithBaseURL(base),
+		option.WithAPIKey(cfg.APIKey),
+		option.WithMaxRetries(0),
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	return &Client{svc: responses.NewResponseService(opts...), key: cfg.APIKey}
+}
+
+// Complete runs one call through POST /responses.
+func (c *Client) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
+	start := time.Now()
+	params, err := buildParams(req)
+	if err != nil {
+		return providers.Response{}, err
+	}
+	var raw *http.Response
+	res, err := c.svc.New(ctx, params, option.WithResponseInto(&raw))
+	if err != nil {
+		return providers.Response{}, ClassifyError(ctx, err, raw, c.key)
+	}
+	out, err := parseResponse(res, req.Schema != nil)
+	out.Latency = time.Since(start)
+	return out, err
+}
+
+func badRequest(format string, args ...any) error {
+	return &providers.Error{Class: providers.ClassBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+func buildParams(req providers.Request) (responses.ResponseNewParams, error) {
+	// Store false: customer prompts and answers are not kept at the vendor.
+	params := responses.ResponseNewParams{Model: req.Model, Store: param.NewOpt(false)}
+	if req.MaxOutputTokens > 0 {
+		params.MaxOutputTokens = param.NewOpt(int64(req.MaxOutputTokens))
+	}
+
+	lastUser := -1
+	for i, m := range req.Messages {
+		if m.Role == providers.RoleUser {
+			lastUser = i
+		}
+	}
+	var attachments responses.ResponseInputMessageContentListParam
+	for _, a := range req.Attachments {
+		part, err := attachmentPart(a)
+		if err != nil {
+			return params, err
+		}
+		attachments = append(attachments, part)
+	}
+
+	var instructions []string
+	var input responses.ResponseInputParam
+	for i, m := range req.Messages {
+		var role responses.EasyInputMessageRole
+		switch m.Role {
+		case providers.RoleSystem:
+			instructions = append(instructions, m.Content)
+			continue
+		case providers.RoleUser:
+			role = responses.EasyInputMessageRoleUser
+		case providers.RoleAssistant:
+			role = responses.EasyInputMessageRoleAssistant
+		default:
+			return params, badRequest("openai: unknown message role %q", m.Role)
+		}
+		msg := &responses.EasyInputMessageParam{Role: role}
+		if i == lastUser && len(attachments) > 0 {
+			msg.Content.OfInputItemContentList = userParts(m.Content, attachments)
+		} else {
+			msg.Content.OfString = param.NewOpt(m.Content)
+		}
+		input = append(input, responses.ResponseInputItemUnionParam{OfMessage: msg})
+	}
+	if lastUser < 0 && len(attachments) > 0 {
+		input = append(input, responses.ResponseInputItemUnionParam{OfMessage: &responses.EasyInputMessageParam{
+			Role:    responses.EasyInputMessageRoleUser,
+			Content: responses.EasyInputMessageContentUnionParam{OfInputItemContentList: attachments},
+		}})
+	}
+	if len(instructions) > 0 {
+		params.Instructions = param.NewOpt(strings.Join(instructions, "\n\n"))
+	}
+	params.Input.OfInputItemList = input
+
+	if req.Schema != nil {
+		schema, err := schemaMap(req.Schema.JSON)
+		if err != nil {
+			return params, err
+		}
+		params.Text.Format.OfJSONSchema = &responses.ResponseFormatTextJSONSchemaConfigParam{
+			Name:   SchemaName(req.Schema.Name),
+			Schema: schema,
+			Strict: param.NewOpt(true),
+		}
+	}
+	if req.WebSearch {
+		params.Tools = []responses.ToolUnionParam{{OfWebSearch: &responses.WebSearchToolParam{Type: responses.WebSearchToolTypeWebSearch}}}
+	}
+	return params, nil
+}
+
+// userParts puts the attachments before the message's own text.
+func userParts(text string, attachments responses.ResponseInputMessageContentListParam) responses.ResponseInputMessageContentListParam {
+	parts := append(responses.ResponseInputMessageContentListParam{}, attachments...)
+	if text != "" {
+		parts = append(parts, responses.ResponseInputContentUnionParam{OfInputText: &responses.ResponseInputTextParam{Text: text}})
+	}
+	return parts
+}
+
+// Attachment kinds.
+const (
+	AttachmentImage = "image"
+	AttachmentPDF   = "pdf"
+	AttachmentText  = "text"
+)
+
+// AttachmentKind sorts a media type into image (sent natively as an image),
+// pdf, or text; it is empty for a type no backend can send.
+func AttachmentKind(mediaType string) string {
+	mt, _, err := mime.ParseMediaType(mediaType)
+	if err != nil {
+		mt = strings.ToLower(strings.TrimSpace(mediaType))
+	}
+	switch {
+	case mt == "image/png" || mt == "image/jpeg" || mt == "image/gif" || mt == "image/webp":
+		return AttachmentImage
+	case mt == "application/pdf":
+		return AttachmentPDF
+	case strings.HasPrefix(mt, "text/"):
+		return AttachmentText
+	}
+	return ""
+}
+
+// DataURL is a's content as a base64 data URL.
+func DataURL(mediaType string, data []byte) string {
+	mt, _, err := mime.ParseMediaType(mediaType)
+	if err != nil {
+		mt = mediaType
+	}
+	return "data:" + mt + ";base64," + base64.StdEncoding.EncodeToString(data)
+}
+
+func attachmentPart(a providers.Attachment) (responses.ResponseInputContentUnionParam, error) {
+	switch AttachmentKind(a.MediaType) {
+	case AttachmentImage:
+		return responses.ResponseInputContentUnionParam{OfInputImage: &responses.ResponseInputImageParam{
+			ImageURL: param.NewOpt(DataURL(a.MediaType, a.Data)),
+			Detail:   responses.ResponseInputImageDetailAuto,
+		}}, nil
+	case AttachmentPDF:
+		return responses.ResponseInputContentUnionParam{OfInputFile: &responses.ResponseInputFileParam{
+			FileData: param.NewOpt(DataURL("application/pdf", a.Data)),
+			Filename: param.NewOpt(a.Name),
+		}}, nil
+	case AttachmentText:
+		return responses.ResponseInputContentUnionParam{OfInputText: &responses.ResponseInputTextParam{
+			Text: "File " + a.Name + ":\n" + string(a.Data),
+		}}, nil
+	}
+	return responses.ResponseInputContentUnionParam{}, badRequest("openai: attachment %q has unsupported media type %q", a.Name, a.MediaType)
+}
+
+var schemaNameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
+
+// SchemaName makes name a valid structured-output schema name
+// (^[a-zA-Z0-9_-]{1,64}$).
+func SchemaName(name string) string {
+	name = schemaNameUnsafe.ReplaceAllString(name, "_")
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	if name == "" {
+		name = "response"
+	}
+	return name
+}
+
+// schemaMap turns the schema into the map the SDK wants. Its top-level values
+// stay raw JSON, so nested objects (properties above all, whose order strict
+// structured output follows) keep their order.
+func schemaMap(raw json.RawMessage) (map[string]any, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
+		return nil, badRequest("openai: the schema is not a JSON object")
+	}
+	m := make(map[string]any, len(top))
+	for k, v := range top {
+		m[k] = v
+	}
+	return m, nil
+}
+
+func parseResponse(res *responses.Response, structured bool) (providers.Response, error) {
+	out := providers.Response{Usage: events.Usage{
+		InputTokens:  int(res.Usage.InputTokens),
+		OutputTokens: int(res.Usage.OutputTokens),
+	}}
+	var text strings.Builder
+	var refusal string
+	seen := map[string]bool{}
+	for _, item := range res.Output {
+		if item.Type != "message" {
+			continue
+		}
+		for _, part := range item.Content {
+			switch part.Type {
+			case "output_text":
+				text.WriteString(part.Text)
+				for _, a := range part.Annotations {
+					if a.Type != "url_citation" || a.URL == "" || seen[a.URL] {
+						continue
+					}
+					seen[a.URL] = true
+					out.Citations = append(out.Citations, events.Citation{URL: a.URL, Title: a.Title, Snippet: span(part.Text, a.StartIndex, a.EndIndex)})
+				}
+			case "refusal":
+				refusal = part.Refusal
+			}
+		}
+	}
+	out.Text = text.String()
+
+	switch {
+	case refusal != "":
+		return out, &providers.Error{Class: providers.ClassContentFiltered, Message: "the model refused: " + refusal}
+	case res.Status == responses.ResponseStatusFailed:
+		return out, &providers.Error{Class: failedClass(string(res.Error.Code)), Message: "the response failed: " + res.Error.Message}
+	case res.Status == responses.ResponseStatusIncomplete && res.IncompleteDetails.Reason == "content_filter":
+		return out, &providers.Error{Class: providers.ClassContentFiltered, Message: "the answer was stopped by the content filter"}
+	case res.Status == responses.ResponseStatusIncomplete && (structured || out.Text == ""):
+		return out, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the response is incomplete: " + res.IncompleteDetails.Reason}
+	case strings.TrimSpace(out.Text) == "":
+		return out, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the response has no text"}
+	}
+	if structured {
+		js := strings.TrimSpace(out.Text)
+		if !json.Valid([]byte(js)) {
+			return out, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the structured output is not valid JSON"}
+		}
+		out.JSON = json.RawMessage(js)
+	}
+	return out, nil
+}
+
+// failedClass classifies the error code of a response whose status is failed.
+func failedClass(code string) string {
+	switch {
+	case code == "rate_limit_exceeded":
+		return providers.ClassRateLimited
+	case code == "server_error" || strings.HasSuffix(code, "_timeout"):
+		return providers.ClassServerError
+	case strings.HasSuffix(code, "_policy") || strings.Contains(code, "policy_violation"):
+		return providers.ClassContentFiltered
+	}
+	return providers.ClassBadRequest
+}
+
+// span is text's characters [start, end), or "" when they are out of range.
+func span(text string, start, end int64) string {
+	r := []rune(text)
+	if start < 0 || end <= start || end > int64(len(r)) {
+		return ""
+	}
+	return string(r[start:end])
+}
