@@ -36,6 +36,8 @@ func TestModelFailures(t *testing.T) {
 		res := h.wait(key, id, 30*time.Second)
 		calls := set[catalog.ProviderC].(*testProvider).calls.Load() - callsBefore
 		must(t, calls == 3, "a retriable failure was tried %d times, want 3 (then 1 s, then 5 s, then stop)", calls)
+		must(t, h.countEvents(id, "model_retried") == 2 && h.countEvents(id, "model_failed") == 1, "retried %d, failed %d: every failure must be an event",
+			h.countEvents(id, "model_retried"), h.countEvents(id, "model_failed"))
 		must(t, res["status"] == "completed", "status %v", res["status"])
 		m := res["models"].([]any)[2]
 		must(t, jsonPath(m, "provider") == "provider_c" && jsonPath(m, "status") == "failed", "provider_c: %v", m)

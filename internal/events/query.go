@@ -106,6 +106,16 @@ type ModelFailed struct {
 	LatencyMS      int64    `json:"latency_ms"`
 }
 
+// ModelRetried records a failed attempt of a model call that is retried.
+type ModelRetried struct {
+	Model          ModelRef `json:"model"`
+	Attempt        int      `json:"attempt"`
+	Class          string   `json:"class"`
+	Message        string   `json:"message"`
+	UpstreamStatus int      `json:"upstream_status,omitempty"`
+	RetryInMS      int64    `json:"retry_in_ms"`
+}
+
 // ProgressReported marks a stage change that no other event marks.
 type ProgressReported struct {
 	Stage   string `json:"stage"`
@@ -141,6 +151,7 @@ func (QuerySubmitted) EventName() string   { return "submitted" }
 func (QueryStarted) EventName() string     { return "started" }
 func (ModelAnswered) EventName() string    { return "model_answered" }
 func (ModelFailed) EventName() string      { return "model_failed" }
+func (ModelRetried) EventName() string     { return "model_retried" }
 func (ProgressReported) EventName() string { return "progress" }
 func (Synthesized) EventName() string      { return "synthesized" }
 func (CreditsSettled) EventName() string   { return "credits_settled" }
@@ -153,6 +164,7 @@ func init() {
 		func() Event { return &QueryStarted{} },
 		func() Event { return &ModelAnswered{} },
 		func() Event { return &ModelFailed{} },
+		func() Event { return &ModelRetried{} },
 		func() Event { return &ProgressReported{} },
 		func() Event { return &Synthesized{} },
 		func() Event { return &CreditsSettled{} },

@@ -110,6 +110,10 @@ func (u *Unify) runModels(ctx context.Context, q *events.Query, emit Emit) ([]ev
 	pending := q.Pending()
 	for i, m := range pending {
 		run := func() {
+			// Every retried failure is recorded, not only the last outcome.
+			ctx := providers.WithAttemptObserver(ctx, func(attempt int, f *providers.Error, wait time.Duration) {
+				_ = emit(ctx, events.ModelRetried{Model: m, Attempt: attempt, Class: f.Class, Message: f.Message, UpstreamStatus: f.Status, RetryInMS: wait.Milliseconds()})
+			})
 			ev := u.call(ctx, m, q.Submitted.Prompt)
 			if ctx.Err() != nil {
 				return

@@ -204,6 +204,8 @@ func Describe(r events.Record) string {
 		return fmt.Sprintf("%s answered (%s)", e.Model.Key(), e.Model.ModelID)
 	case events.ModelFailed:
 		return fmt.Sprintf("%s failed (%s)", e.Model.Key(), e.Class)
+	case events.ModelRetried:
+		return fmt.Sprintf("%s attempt %d failed (%s); retrying in %.1fs", e.Model.Key(), e.Attempt, e.Class, float64(e.RetryInMS)/1000)
 	case events.ProgressReported:
 		return e.Message
 	case events.Synthesized:

@@ -18,6 +18,17 @@ func (e *Error) Retriable() bool {
 	return false
 }
 
+// AttemptObserver is told of every failed attempt that will be retried:
+// which attempt failed, how, and how long the retry waits.
+type AttemptObserver func(attempt int, failure *Error, wait time.Duration)
+
+type observerKey struct{}
+
+// WithAttemptObserver returns ctx carrying observe for the calls made with it.
+func WithAttemptObserver(ctx context.Context, observe AttemptObserver) context.Context {
+	return context.WithValue(ctx, observerKey{}, observe)
+}
+
 // Retry runs each call with a timeout per attempt and repeats a retriable
 // failure after each of Delays in turn, or after the upstream's Retry-After
 // when that is longer. Other failures, and the last one, are returned as they
@@ -42,7 +53,11 @@ func (r *Retry) Complete(ctx context.Context, req Request) (Response, error) {
 		if !e.Retriable() {
 			return resp, err
 		}
-		t := time.NewTimer(max(r.Delays[attempt], e.RetryAfter))
+		wait := max(r.Delays[attempt], e.RetryAfter)
+		if observe, ok := ctx.Value(observerKey{}).(AttemptObserver); ok {
+			observe(attempt+1, e, wait)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
