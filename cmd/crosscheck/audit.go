@@ -23,7 +23,7 @@ func openStore(ctx context.Context, cfg config.Config) (store *eventstore.Store,
 			return nil, nil, fmt.Errorf("connect to %s: %w", cfg.NATSURL, err)
 		}
 	} else {
-		if srv, err = embedded.Start(embedded.Options{DataDir: cfg.DataDir}); err != nil {
+		if srv, err = embedded.Start(embedded.Options{DataDir: cfg.DataDir, SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval}); err != nil {
 			return nil, nil, fmt.Errorf("%w (stop `crosscheck serve` on this data dir first, or set CROSSCHECK_NATS_URL)", err)
 		}
 		if nc, err = srv.Connect("crosscheck-audit"); err != nil {

@@ -24,9 +24,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/config"
-	"github.com/crosscheck/crosscheck/internal/embedded"
 	"github.com/crosscheck/crosscheck/internal/events"
-	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/projections"
 )
 
@@ -335,20 +333,11 @@ func benchRawPublish(ctx context.Context, cfg benchConfig, always bool) (float64
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := embedded.Start(embedded.Options{DataDir: dir, SyncAlways: always})
+	store, closeStore, err := openStore(ctx, config.Config{DataDir: dir, SyncAlways: always, Replicas: 1})
 	if err != nil {
 		return 0, err
 	}
-	defer srv.Stop()
-	nc, err := srv.Connect("bench-raw")
-	if err != nil {
-		return 0, err
-	}
-	defer nc.Close()
-	store, err := eventstore.Open(ctx, nc, 1)
-	if err != nil {
-		return 0, err
-	}
+	defer closeStore()
 	env, _ := events.Wrap(events.AggregateQuery, "req_01M7Z5T4Q295N5DJSD8HA71RYY", events.ModelAnswered{
 		Model: events.ModelRef{Provider: "provider_a", ModelID: "sim-alpha-standard", Simulated: true}, Answer: strings.Repeat("an answer ", 20), Usage: events.Usage{InputTokens: 12, OutputTokens: 48},
 	}, time.Now())
@@ -713,20 +702,11 @@ func benchReplay(ctx context.Context, dir string, always bool) (float64, error) 
 	if dir == "" {
 		return 0, errors.New("no data dir from the load phase")
 	}
-	srv, err := embedded.Start(embedded.Options{DataDir: dir})
+	store, closeStore, err := openStore(ctx, config.Config{DataDir: dir, Replicas: 1})
 	if err != nil {
 		return 0, err
 	}
-	defer srv.Stop()
-	nc, err := srv.Connect("bench-replay")
-	if err != nil {
-		return 0, err
-	}
-	defer nc.Close()
-	store, err := eventstore.Open(ctx, nc, 1)
-	if err != nil {
-		return 0, err
-	}
+	defer closeStore()
 	if err := store.ResetQueryStatus(ctx); err != nil {
 		return 0, err
 	}

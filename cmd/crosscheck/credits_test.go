@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/crosscheck/crosscheck/internal/catalog"
-	"github.com/crosscheck/crosscheck/internal/embedded"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/projections"
@@ -54,6 +53,17 @@ func (h *harness) ledgerEvents(acct, name string) []events.Record {
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
+
+// tamper appends ev to the stream directly, as an attacker with access to
+// the data dir would, while no service runs.
+func (h *harness) tamper(aggregate, id string, ev events.Event) {
+	h.t.Helper()
+	h.offline(func(store *eventstore.Store) {
+		env, _ := events.Wrap(aggregate, id, ev, time.Now())
+		_, _, err := store.Append(context.Background(), env, nil)
+		must(h.t, err == nil, "tamper: %v", err)
+	})
+}
 
 // audit runs `crosscheck audit` on the harness's data dir; the service must
 // be stopped.
@@ -290,29 +300,8 @@ func TestAuditDetectsTampering(t *testing.T) {
 	ok, report := h.audit()
 	must(t, ok, "clean log: %s", report)
 
-	publish := func(subject string, ev events.Event, mutate func(*events.Envelope)) {
-		t.Helper()
-		srv, err := embedded.Start(embedded.Options{DataDir: h.dir})
-		must(t, err == nil, "reopen: %v", err)
-		defer srv.Stop()
-		nc, _ := srv.Connect("tamper")
-		defer nc.Close()
-		store, err := eventstore.Open(context.Background(), nc, 1)
-		must(t, err == nil, "open: %v", err)
-		agg := events.AggregateAccount
-		if strings.HasPrefix(subject, "ev.query.") {
-			agg = events.AggregateQuery
-		}
-		env, _ := events.Wrap(agg, events.AggregateID(subject), ev, time.Now())
-		if mutate != nil {
-			mutate(&env)
-		}
-		_, _, err = store.Append(context.Background(), env, nil)
-		must(t, err == nil, "tamper append: %v", err)
-	}
-
 	// A grant written straight to the stream, outside the chain.
-	publish(events.Subject(events.AggregateAccount, acct, "credits_granted"), events.CreditsGranted{AmountMicros: 1_000 * events.MicrosPerCredit, Reason: "forged", LedgerLink: events.LedgerLink{PrevHash: strings.Repeat("0", 64)}}, nil)
+	h.tamper(events.AggregateAccount, acct, events.CreditsGranted{AmountMicros: 1_000 * events.MicrosPerCredit, Reason: "forged", LedgerLink: events.LedgerLink{PrevHash: strings.Repeat("0", 64)}})
 	ok, report = h.audit()
 	must(t, !ok && strings.Contains(report, "hash chain broken") && strings.Contains(report, "read model differs"), "a forged grant passed the audit:\n%s", report)
 }
@@ -326,15 +315,7 @@ func TestAuditDetectsAMissingDebit(t *testing.T) {
 	h.wait(key, id, 30*time.Second)
 	h.m.Close()
 	// A model call recorded on the query that the ledger never charged.
-	srv, err := embedded.Start(embedded.Options{DataDir: h.dir})
-	must(t, err == nil, "reopen: %v", err)
-	nc, _ := srv.Connect("tamper")
-	store, _ := eventstore.Open(context.Background(), nc, 1)
-	env, _ := events.Wrap(events.AggregateQuery, id, events.ModelAnswered{Model: events.ModelRef{Provider: "provider_b", ModelID: "sim-beta-standard"}, Answer: "x", Usage: events.Usage{InputTokens: 10, OutputTokens: 10}}, time.Now())
-	_, _, err = store.Append(context.Background(), env, nil)
-	must(t, err == nil, "append: %v", err)
-	nc.Close()
-	srv.Stop()
+	h.tamper(events.AggregateQuery, id, events.ModelAnswered{Model: events.ModelRef{Provider: "provider_b", ModelID: "sim-beta-standard"}, Answer: "x", Usage: events.Usage{InputTokens: 10, OutputTokens: 10}})
 	ok, report := h.audit()
 	must(t, !ok && strings.Contains(report, "has no debit"), "a call without a debit passed the audit:\n%s", report)
 }
@@ -349,16 +330,8 @@ func TestAuditDetectsAMissingLedgerEvent(t *testing.T) {
 	h.wait(key, h.submitOK(key, "chain"), 30*time.Second)
 	recs := h.ledgerEvents(acct, "credits_granted")
 	h.m.Close()
-	srv, err := embedded.Start(embedded.Options{DataDir: h.dir})
-	must(t, err == nil, "reopen: %v", err)
-	nc, _ := srv.Connect("tamper")
-	store, _ := eventstore.Open(context.Background(), nc, 1)
 	// Chained to the sign-up grant, as if everything after it were gone.
-	env, _ := events.Wrap(events.AggregateAccount, acct, events.CreditsAdjusted{AmountMicros: 5, Reason: "after a gap", LedgerLink: events.LedgerLink{PrevHash: events.HashStored(recs[0].Raw)}}, time.Now())
-	_, _, err = store.Append(context.Background(), env, nil)
-	must(t, err == nil, "append: %v", err)
-	nc.Close()
-	srv.Stop()
+	h.tamper(events.AggregateAccount, acct, events.CreditsAdjusted{AmountMicros: 5, Reason: "after a gap", LedgerLink: events.LedgerLink{PrevHash: events.HashStored(recs[0].Raw)}})
 	ok, report := h.audit()
 	must(t, !ok && strings.Contains(report, "hash chain broken"), "a gap in the chain passed the audit:\n%s", report)
 }
@@ -395,14 +368,10 @@ func TestBalancesRebuildToIdenticalBytes(t *testing.T) {
 		return last == info.State.LastSeq
 	})
 	h.m.Close()
-	srv, err := embedded.Start(embedded.Options{DataDir: h.dir})
-	must(t, err == nil, "reopen: %v", err)
-	nc, _ := srv.Connect("rebuild")
-	store, _ := eventstore.Open(ctx, nc, 1)
-	must(t, store.ResetBalances(ctx) == nil, "reset")
-	must(t, projections.DeleteConsumer(ctx, store.Accounts, projections.ConsumerAccounts) == nil, "delete consumer")
-	nc.Close()
-	srv.Stop()
+	h.offline(func(store *eventstore.Store) {
+		must(t, store.ResetBalances(ctx) == nil, "reset")
+		must(t, projections.DeleteConsumer(ctx, store.Accounts, projections.ConsumerAccounts) == nil, "delete consumer")
+	})
 	h.start()
 	for _, a := range accts {
 		eventually(t, 30*time.Second, "the rebuild of "+a, func() bool {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/providers"
 )
 
@@ -358,6 +359,18 @@ func must(t testing.TB, cond bool, format string, args ...any) {
 	if !cond {
 		t.Fatalf(format, args...)
 	}
+}
+
+// offline runs fn on the harness's data dir while no service holds it, as an
+// operator's tool would.
+func (h *harness) offline(fn func(store *eventstore.Store)) {
+	h.t.Helper()
+	store, closeStore, err := openStore(context.Background(), config.Config{DataDir: h.dir, Replicas: 1})
+	if err != nil {
+		h.t.Fatalf("open the data dir: %v", err)
+	}
+	defer closeStore()
+	fn(store)
 }
 
 var _ = fmt.Sprintf

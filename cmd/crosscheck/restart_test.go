@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/crosscheck/crosscheck/internal/catalog"
-	"github.com/crosscheck/crosscheck/internal/embedded"
+	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/projections"
@@ -162,14 +162,9 @@ func TestKillNineAndRestart(t *testing.T) {
 	// A clean SIGTERM exits 0; then every query has exactly one terminal event.
 	must(t, cmd.Process.Signal(syscall.SIGTERM) == nil, "SIGTERM")
 	must(t, cmd.Wait() == nil, "serve did not exit cleanly on SIGTERM")
-	srv, err := embedded.Start(embedded.Options{DataDir: dir})
+	store, closeStore, err := openStore(context.Background(), config.Config{DataDir: dir, Replicas: 1})
 	must(t, err == nil, "reopen data dir: %v", err)
-	defer srv.Stop()
-	nc, err := srv.Connect("test")
-	must(t, err == nil, "connect: %v", err)
-	defer nc.Close()
-	store, err := eventstore.Open(context.Background(), nc, 1)
-	must(t, err == nil, "open store: %v", err)
+	defer closeStore()
 	for _, id := range ids {
 		q, _, err := store.LoadQuery(context.Background(), id)
 		must(t, err == nil && q.Status == events.StatusCompleted, "query %s: %v %v", id, q.Status, err)
@@ -230,21 +225,16 @@ func TestReadModelRebuildsToIdenticalBytes(t *testing.T) {
 	}
 	h.m.Close()
 
-	srv, err := embedded.Start(embedded.Options{DataDir: h.dir})
-	must(t, err == nil, "reopen: %v", err)
-	nc, _ := srv.Connect("rebuild")
-	store, err := eventstore.Open(ctx, nc, 1)
-	must(t, err == nil, "open store: %v", err)
-	must(t, store.ResetQueryStatus(ctx) == nil, "reset bucket")
-	must(t, projections.DeleteConsumer(ctx, store.Queries, projections.ConsumerQueryStatus) == nil, "delete consumer")
-	keys, _ := store.QueryStatus.ListKeys(ctx)
-	n := 0
-	for range keys.Keys() {
-		n++
-	}
-	must(t, n == 0, "bucket not empty after reset: %d keys", n)
-	nc.Close()
-	srv.Stop()
+	h.offline(func(store *eventstore.Store) {
+		must(t, store.ResetQueryStatus(ctx) == nil, "reset bucket")
+		must(t, projections.DeleteConsumer(ctx, store.Queries, projections.ConsumerQueryStatus) == nil, "delete consumer")
+		keys, _ := store.QueryStatus.ListKeys(ctx)
+		n := 0
+		for range keys.Keys() {
+			n++
+		}
+		must(t, n == 0, "bucket not empty after reset: %d keys", n)
+	})
 
 	h.start()
 	for _, id := range ids {
