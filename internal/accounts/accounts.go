@@ -48,6 +48,9 @@ func (s *Service) CreateAccount(ctx context.Context, name, plan string) (*Accoun
 	var out AccountView
 	err := s.Update(ctx, id, func(a *events.Account) { out = ViewOf(a, s.Now()) },
 		func(a *events.Account) ([]events.Event, error) {
+			if a.Exists() {
+				return nil, nil // this step landed before a later one conflicted
+			}
 			return []events.Event{events.AccountCreated{AccountID: id, Name: name, Plan: plan}}, nil
 		},
 		s.Rollover,

@@ -32,7 +32,8 @@ func (s *Service) cached(accountID string) *cached {
 // Update is the one load → decide → append path of the account aggregate.
 // Each step decides on the state its predecessors left; every event is
 // appended with the account's expected last sequence, and the whole command
-// is decided again when another process appended in between. Ledger events
+// is decided again when another process appended in between — so every step
+// must decide "nothing to do" when its own event already landed. Ledger events
 // are chained to their predecessor's hash. then, when set, reads the
 // resulting state before another command can change it.
 func (s *Service) Update(ctx context.Context, accountID string, then func(a *events.Account), steps ...Decide) error {
