@@ -83,6 +83,7 @@ type CreditsReleased struct {
 // MonthlyCapSet sets or (nil) removes the account's monthly spending cap.
 type MonthlyCapSet struct {
 	CapMicros *int64 `json:"cap_micros"`
+	LedgerLink
 }
 
 func (CreditsGranted) EventName() string  { return "credits_granted" }
@@ -122,6 +123,9 @@ func Linked(ev Event, prev string) (Event, bool) {
 	case CreditsReleased:
 		e.LedgerLink = link
 		return e, true
+	case MonthlyCapSet:
+		e.LedgerLink = link
+		return e, true
 	}
 	return ev, false
 }
@@ -138,6 +142,8 @@ func PrevHashOf(ev Event) (string, bool) {
 	case CreditsDebited:
 		return e.PrevHash, true
 	case CreditsReleased:
+		return e.PrevHash, true
+	case MonthlyCapSet:
 		return e.PrevHash, true
 	}
 	return "", false
@@ -175,6 +181,10 @@ func (a *Account) applyLedger(r Record) bool {
 	if l.Open == nil {
 		l.Open = map[string]*OpenQuery{}
 	}
+	if _, ok := PrevHashOf(r.Event); ok {
+		// Every ledger event moves the chain, whatever it changes.
+		l.Head = HashStored(r.Raw)
+	}
 	switch e := r.Event.(type) {
 	case CreditsGranted:
 		l.BalanceMicros += e.AmountMicros
@@ -210,12 +220,8 @@ func (a *Account) applyLedger(r Record) bool {
 		}
 	case MonthlyCapSet:
 		l.CapMicros = e.CapMicros
-		return true
 	default:
 		return false
-	}
-	if _, ok := PrevHashOf(r.Event); ok {
-		l.Head = HashStored(r.Raw)
 	}
 	return true
 }

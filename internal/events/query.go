@@ -132,10 +132,21 @@ type Synthesized struct {
 	CostMicros int64    `json:"cost_micros"`
 }
 
-// CreditsSettled records what the query was charged: the sum of its calls'
-// debits in the account's ledger, taken before its reservation is released.
+// CreditsSettled records what the query was charged (the sum of its calls'
+// debits in the account's ledger, taken before its reservation is released)
+// and how it ends: Failed is its failure, nil when it completes. A job resumed
+// after this event appends that ending and runs nothing again.
 type CreditsSettled struct {
-	ChargedMicros int64 `json:"charged_micros"`
+	ChargedMicros int64        `json:"charged_micros"`
+	Failed        *QueryFailed `json:"failed,omitempty"`
+}
+
+// Terminal is the terminal event the settlement decided.
+func (s CreditsSettled) Terminal() Event {
+	if s.Failed != nil {
+		return *s.Failed
+	}
+	return QueryCompleted{}
 }
 
 // QueryCompleted is the terminal event of a query that succeeded.

@@ -22,14 +22,20 @@ type Service struct {
 // Reserve holds amount for a new query, or refuses with insufficient_credits
 // or monthly_cap_exceeded. Plan credits that are due are granted first.
 // Reserving for a query that holds a reservation already succeeds.
-func (s *Service) Reserve(ctx context.Context, accountID, requestID string, amount int64) error {
+func (s *Service) Reserve(ctx context.Context, accountID, requestID string, amount int64, resuming bool) error {
 	heal := func(a *events.Account) ([]events.Event, error) {
 		if _, err := a.DecideReserve(requestID, amount, s.Now()); err == nil {
 			return nil, nil
 		}
 		return s.abandoned(ctx, a)
 	}
-	err := s.Accounts.Update(ctx, accountID, nil, s.Accounts.Rollover, heal, func(a *events.Account) ([]events.Event, error) {
+	steps := []accounts.Decide{s.Accounts.Rollover, heal}
+	if resuming {
+		// "Reserved already" must be true of the stream, not only of this
+		// process's copy: another process may have released it since.
+		steps = append([]accounts.Decide{s.Accounts.Refreshed(ctx, accountID)}, steps...)
+	}
+	err := s.Accounts.Update(ctx, accountID, nil, append(steps, func(a *events.Account) ([]events.Event, error) {
 		ev, err := a.DecideReserve(requestID, amount, s.Now())
 		switch {
 		case errors.Is(err, events.ErrInsufficientCredits):
@@ -40,13 +46,14 @@ func (s *Service) Reserve(ctx context.Context, accountID, requestID string, amou
 			return nil, err
 		}
 		return []events.Event{ev}, nil
-	})
+	})...)
 	return err
 }
 
 // abandonGrace is how old a reservation without a submitted query must be
-// before it is released: younger, its submission may still be landing.
-const abandonGrace = 30 * time.Second
+// before it is released: younger, its submission may still be landing (an
+// admission runs for at most 30 s).
+const abandonGrace = 2 * time.Minute
 
 // abandoned releases the reservations whose query was never recorded (the
 // process died between reserving and appending the submission).

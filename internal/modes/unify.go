@@ -115,10 +115,18 @@ func (u *Unify) runModels(ctx context.Context, q *events.Query, emit Emit) ([]ev
 				_ = emit(ctx, events.ModelRetried{Model: m, Attempt: attempt, Class: f.Class, Message: f.Message, UpstreamStatus: f.Status, RetryInMS: wait.Milliseconds()})
 			})
 			ev := u.call(ctx, m, q.Submitted.Prompt)
+			ectx := ctx
 			if ctx.Err() != nil {
-				return
+				if _, answered := ev.(events.ModelAnswered); !answered {
+					return // cancelled: the call did not complete
+				}
+				// An answer already received is recorded even as the job is
+				// stopped, so it is neither called again nor left uncharged.
+				var cancel context.CancelFunc
+				ectx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer cancel()
 			}
-			err := emit(ctx, ev)
+			err := emit(ectx, ev)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -95,16 +95,25 @@ func (r *Runner) Run(ctx context.Context) error {
 				recs = append(recs, d.rec)
 			}
 		}
+		var stuck *delivered
 		select {
 		case <-ctx.Done():
 			return nil
 		case d := <-in:
-			add(d)
+			if !d.ok {
+				stuck = &d
+			} else {
+				add(d)
+			}
 		}
 	drain:
-		for len(recs) < size {
+		for len(recs) < size && stuck == nil {
 			select {
 			case d := <-in:
+				if !d.ok {
+					stuck = &d
+					break drain
+				}
 				add(d)
 			default:
 				break drain
@@ -123,7 +132,19 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 			_ = last.InProgress()
 		}
-		_ = last.Ack()
+		if last != nil {
+			_ = last.Ack()
+		}
+		if stuck != nil {
+			// An event this build cannot read (a newer type, or corrupt
+			// bytes) is never skipped: the read model would silently
+			// diverge. The projection stops here until a build that reads
+			// it runs.
+			r.Log.Error().Str("consumer", r.Name).Str("subject", stuck.msg.Subject()).
+				Msg("projection stopped at an event it cannot decode; run a build that knows it")
+			<-ctx.Done()
+			return nil
+		}
 	}
 }
 
@@ -142,7 +163,7 @@ func (r *Runner) decode(msg jetstream.Msg) delivered {
 	}
 	rec, err := events.Decode(meta.Sequence.Stream, msg.Data())
 	if err != nil {
-		r.Log.Error().Err(err).Str("consumer", r.Name).Uint64("seq", meta.Sequence.Stream).Msg("projection: undecodable event skipped")
+		r.Log.Error().Err(err).Str("consumer", r.Name).Uint64("seq", meta.Sequence.Stream).Msg("projection: undecodable event")
 		return delivered{msg: msg}
 	}
 	rec.Redelivered = meta.NumDelivered > 1

@@ -48,40 +48,47 @@ func ValidateIdempotencyKey(k string) error {
 // bind binds the Idempotency-Key to fresh, unless it is already bound within
 // the window: then it returns the bound request id, or idempotency_conflict
 // when the bound request had a different body. The first writer wins.
-func (s *Service) bind(ctx context.Context, fingerprint, idempotencyKey, bodyHash, fresh string) (string, error) {
+// It also returns the revision of a binding it made, for unbind.
+func (s *Service) bind(ctx context.Context, fingerprint, idempotencyKey, bodyHash, fresh string) (string, uint64, error) {
 	key := ClaimKey(fingerprint, idempotencyKey)
 	want, _ := json.Marshal(claim{RequestID: fresh, BodyHash: bodyHash, At: s.Now().UTC()})
 	for {
-		_, err := s.Store.Idempotency.Create(ctx, key, want)
+		rev, err := s.Store.Idempotency.Create(ctx, key, want)
 		if err == nil {
-			return fresh, nil
+			return fresh, rev, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return "", unavailable(err)
+			return "", 0, unavailable(err)
 		}
 		entry, err := s.Store.Idempotency.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
 		if err != nil {
-			return "", unavailable(err)
+			return "", 0, unavailable(err)
 		}
 		var cur claim
 		if err := json.Unmarshal(entry.Value(), &cur); err != nil {
-			return "", err
+			return "", 0, err
 		}
 		if s.Now().Sub(cur.At) >= IdempotencyWindow {
 			// Rule 3: an expired key starts a new submission.
-			if _, err := s.Store.Idempotency.Update(ctx, key, want, entry.Revision()); err == nil {
-				return fresh, nil
+			if rev, err := s.Store.Idempotency.Update(ctx, key, want, entry.Revision()); err == nil {
+				return fresh, rev, nil
 			}
 			continue
 		}
 		if cur.BodyHash != bodyHash {
 			e := apperr.New(apperr.IdempotencyConflict, "this Idempotency-Key was used with a different request body in the last 24 hours (request %s)", cur.RequestID)
 			e.RequestID = cur.RequestID
-			return "", e
+			return "", 0, e
 		}
-		return cur.RequestID, nil
+		return cur.RequestID, 0, nil
 	}
+}
+
+// unbind removes a binding this request made, if nothing changed it since:
+// a submission refused for good (429, 402) does not use up its key.
+func (s *Service) unbind(ctx context.Context, fingerprint, idempotencyKey string, rev uint64) {
+	_ = s.Store.Idempotency.Delete(ctx, ClaimKey(fingerprint, idempotencyKey), jetstream.LastRevision(rev))
 }

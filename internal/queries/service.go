@@ -22,7 +22,9 @@ import (
 
 // Credits reserves a query's estimated cost and releases it.
 type Credits interface {
-	Reserve(ctx context.Context, accountID, requestID string, amount int64) error
+	// Reserve holds amount for a new query; resuming says the query may
+	// hold a reservation already (a retry finishing an earlier submission).
+	Reserve(ctx context.Context, accountID, requestID string, amount int64, resuming bool) error
 	Release(ctx context.Context, accountID, requestID, reason string) error
 }
 
@@ -74,12 +76,22 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 		return Submission{}, err
 	}
 	requestID := NewRequestID()
+	// Once admission starts writing, the client going away must not leave it
+	// half done: the rest runs to its end on its own clock.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admissionTimeout)
+	defer cancel()
+	resuming := false
+	var unbind func()
 	if hasKey {
-		bound, err := s.bind(ctx, caller.Fingerprint, idempotencyKey, req.Hash(), requestID)
+		bound, rev, err := s.bind(ctx, caller.Fingerprint, idempotencyKey, req.Hash(), requestID)
 		if err != nil {
 			return Submission{}, err
 		}
-		if bound != requestID {
+		if bound == requestID {
+			// A definite refusal below frees the key for the client's next try.
+			unbind = func() { s.unbind(ctx, caller.Fingerprint, idempotencyKey, rev) }
+		} else {
+			resuming = true
 			requestID = bound
 			rec, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, requestID, events.QuerySubmitted{}.EventName()))
 			if err != nil {
@@ -91,13 +103,19 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 			// The key was bound but its submission never landed: finish it.
 		}
 	}
-	if err := s.acquire(ctx, caller.Fingerprint, requestID); err != nil {
+	refused := func(err error) (Submission, error) {
+		if unbind != nil && refusal(err) {
+			unbind()
+		}
 		return Submission{}, err
 	}
+	if err := s.acquire(ctx, caller.Fingerprint, requestID); err != nil {
+		return refused(err)
+	}
 	estimate := s.Estimator.Estimate(req.Mode, req.Prompt, req.Selected)
-	if err := s.Credits.Reserve(ctx, caller.AccountID, requestID, estimate.Micros); err != nil {
-		_ = s.Release(context.WithoutCancel(ctx), caller.Fingerprint, requestID)
-		return Submission{}, err
+	if err := s.Credits.Reserve(ctx, caller.AccountID, requestID, estimate.Micros, resuming); err != nil {
+		_ = s.Release(ctx, caller.Fingerprint, requestID)
+		return refused(err)
 	}
 	env, err := events.Wrap(events.AggregateQuery, requestID, events.QuerySubmitted{
 		RequestID: requestID, AccountID: caller.AccountID, KeyFingerprint: caller.Fingerprint,
@@ -114,17 +132,27 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	case errors.Is(err, eventstore.ErrConflict) || (err == nil && dup):
 		return Submission{RequestID: requestID, Status: s.status(ctx, requestID), Replayed: true}, nil
 	case err != nil:
-		// The append may have landed although it failed (a timeout): give
-		// back the slot and the reservation only when the submission is
-		// known to be absent. Otherwise they are the query's, or heal later.
-		bg := context.WithoutCancel(ctx)
-		if rec, lerr := s.Store.Last(bg, s.Store.Queries, env.Subject); lerr == nil && rec == nil {
-			_ = s.Release(bg, caller.Fingerprint, requestID)
-			_ = s.Credits.Release(bg, caller.AccountID, requestID, "abandoned: the submission was not recorded")
-		}
+		// The append may have landed although it failed: its outcome is
+		// unknown, so the slot and the reservation stay. If the submission
+		// landed they are its own; if not, a retry with the same key finishes
+		// it, or they heal (the slot when the key is full, the reservation
+		// when the account would be refused).
 		return Submission{}, unavailable(err)
 	}
 	return Submission{RequestID: requestID, Status: events.StatusQueued}, nil
+}
+
+// admissionTimeout bounds an admission once it has started writing.
+const admissionTimeout = 30 * time.Second
+
+// refusal reports whether err refuses the submission for good: nothing was
+// admitted, so the Idempotency-Key may be used again.
+func refusal(err error) bool {
+	switch apperr.Code(err) {
+	case apperr.RateLimited, apperr.InsufficientCredits, apperr.MonthlyCapExceeded:
+		return true
+	}
+	return false
 }
 
 // NewRequestID returns a new request id: "req_" and a ULID.

@@ -119,6 +119,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	switch {
 	case err == nil:
 		_ = msg.Ack()
+	case errors.Is(err, errYield):
+		w.Log.Info().Str("request_id", id).Msg("worker: another worker is running this query; handing it back")
+		_ = msg.NakWithDelay(w.AckWait)
 	case ctx.Err() != nil:
 		// Shutting down: hand the job back at once.
 		_ = msg.Nak()
@@ -167,88 +170,100 @@ func firstDelivery(msg jetstream.Msg) *events.Record {
 	return &rec
 }
 
-// run loads the query and runs its mode. A conflict on a conditional append
-// means another worker got there: reload and decide again. first, when set,
-// is the query's only event, which saves the load.
+// errYield says another worker appended to the job's query meanwhile: this
+// one hands the job back and lets that one finish.
+var errYield = errors.New("another worker is running this query")
+
+// run loads the query and runs its mode to its end: settle the credits,
+// then append the terminal event. first, when set, is the query's only
+// event, which saves the load.
 func (w *Worker) run(ctx context.Context, id string, first *events.Record) error {
-	for attempt := 0; attempt < 5; attempt++ {
-		q := &events.Query{}
-		var err error
-		if first != nil && attempt == 0 {
-			q.Apply(*first)
-		} else if q, _, err = w.Store.LoadQuery(ctx, id); err != nil {
-			return err
-		}
-		if q.Submitted == nil || q.Terminal() {
-			return nil
-		}
-		em := &emitter{store: w.Store, id: id, last: q.LastSeq, now: w.Now}
-		if w.Ledger != nil {
-			// Each call is charged as soon as it is recorded, beside the
-			// pipeline; settle waits for those charges and charges any that
-			// a crash left out.
-			acct := q.Submitted.AccountID
-			em.onCall = func(ctx context.Context, c events.Call) {
-				em.debits.Go(func() {
-					_, _, _ = w.Ledger.Debit(ctx, acct, id, ledger.Charge{CallID: c.ID, Model: c.Model, Usage: c.Usage})
-				})
-			}
-		}
-		var terminal events.Event = events.QueryFailed{Code: apperr.InvalidMode, Message: "this server does not run mode " + q.Submitted.Mode}
-		if mode, ok := w.Modes[q.Submitted.Mode]; ok {
-			terminal, err = mode.Run(ctx, q, em.emit)
-		}
-		em.debits.Wait()
-		if err == nil {
-			for _, r := range em.recorded() {
-				q.Apply(r)
-			}
-			err = w.settle(ctx, q, em)
-		}
-		if err == nil {
-			err = em.emit(ctx, terminal)
-		}
-		if errors.Is(err, eventstore.ErrConflict) {
-			continue
-		}
-		if err == nil && w.Finished != nil {
-			// Best effort: a full key heals a slot whose query has ended.
-			_ = w.Finished(ctx, q.Submitted.KeyFingerprint, id)
-		}
+	q := &events.Query{}
+	var err error
+	if first != nil {
+		q.Apply(*first)
+	} else if q, _, err = w.Store.LoadQuery(ctx, id); err != nil {
 		return err
 	}
-	return fmt.Errorf("query %s: too many concurrent appends", id)
-}
-
-// settle charges every call of q that is not charged yet, records what the
-// query was charged, and releases the rest of its reservation; each step is
-// idempotent, so a redelivered job settles once.
-func (w *Worker) settle(ctx context.Context, q *events.Query, em *emitter) error {
-	if w.Ledger == nil {
+	if q.Submitted == nil || q.Terminal() {
 		return nil
 	}
-	acct, id := q.Submitted.AccountID, q.Submitted.RequestID
-	if q.Settled == nil {
+	em := &emitter{store: w.Store, id: id, last: q.LastSeq, now: w.Now}
+	if w.Ledger != nil {
+		// Each call is charged as soon as it is recorded, beside the
+		// pipeline; settle waits for those charges and charges any that a
+		// crash left out.
+		acct := q.Submitted.AccountID
+		em.onCall = func(ctx context.Context, c events.Call) {
+			em.debits.Go(func() {
+				_, _, _ = w.Ledger.Debit(ctx, acct, id, ledger.Charge{CallID: c.ID, Model: c.Model, Usage: c.Usage})
+			})
+		}
+	}
+	terminal, err := w.decide(ctx, q, em)
+	em.debits.Wait()
+	if err == nil && q.Settled == nil {
+		for _, r := range em.recorded() {
+			q.Apply(r)
+		}
+		err = w.settle(ctx, q, em, terminal)
+	}
+	if err == nil && w.Ledger != nil {
+		err = w.Ledger.Release(ctx, q.Submitted.AccountID, id, "settled")
+	}
+	if err == nil {
+		err = em.emit(ctx, terminal)
+	}
+	if errors.Is(err, eventstore.ErrConflict) {
+		return errYield
+	}
+	if err == nil && w.Finished != nil {
+		// Best effort: a full key heals a slot whose query has ended.
+		_ = w.Finished(ctx, q.Submitted.KeyFingerprint, id)
+	}
+	return err
+}
+
+// decide returns how the query ends: the ending a settlement recorded, or
+// what its mode decides after running the steps not yet recorded.
+func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter) (events.Event, error) {
+	if q.Settled != nil {
+		return q.Settled.Terminal(), nil
+	}
+	mode, ok := w.Modes[q.Submitted.Mode]
+	if !ok {
+		return events.QueryFailed{Code: apperr.InvalidMode, Message: "this server does not run mode " + q.Submitted.Mode}, nil
+	}
+	return mode.Run(ctx, q, em.emit)
+}
+
+// settle charges every call of q that is not charged yet and records what
+// the query was charged and how it ends, before its reservation is released;
+// each step is idempotent, so a redelivered job settles once.
+func (w *Worker) settle(ctx context.Context, q *events.Query, em *emitter, terminal events.Event) error {
+	settled := events.CreditsSettled{}
+	if f, ok := terminal.(events.QueryFailed); ok {
+		settled.Failed = &f
+	}
+	if w.Ledger != nil {
 		charges := make([]ledger.Charge, 0, len(q.Calls))
 		for _, c := range q.Calls {
 			charges = append(charges, ledger.Charge{CallID: c.ID, Model: c.Model, Usage: c.Usage})
 		}
-		charged, open, err := w.Ledger.Debit(ctx, acct, id, charges...)
+		charged, _, err := w.Ledger.Debit(ctx, q.Submitted.AccountID, q.Submitted.RequestID, charges...)
 		if err != nil {
 			return err
 		}
-		if open {
-			if err := em.emit(ctx, events.CreditsSettled{ChargedMicros: charged}); err != nil {
-				return err
-			}
-		}
+		settled.ChargedMicros = charged
 	}
-	return w.Ledger.Release(ctx, acct, id, "settled")
+	return em.emit(ctx, settled)
 }
 
-// emitter appends a query's events. The started event and terminal events
-// are appended only if no other event of the query came after the last one
-// this worker knows, so a query starts and ends once.
+// emitter appends a query's events, one at a time, each only if no other
+// event of the query came after the last one this worker knows. That fences a
+// job: a second worker running the same job (redelivered while the first
+// still runs) conflicts on its next append, reloads, and goes on from the
+// first's events — no model is recorded, charged or ended twice.
 type emitter struct {
 	store  *eventstore.Store
 	id     string
@@ -273,21 +288,16 @@ func (e *emitter) emit(ctx context.Context, ev events.Event) error {
 	if err != nil {
 		return err
 	}
-	var expect *eventstore.Expect
-	switch ev.(type) {
-	case events.QueryStarted, events.QueryCompleted, events.QueryFailed:
-		e.mu.Lock()
-		expect = &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, e.id), Seq: e.last}
-		e.mu.Unlock()
+	e.mu.Lock()
+	seq, _, err := e.store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, e.id), Seq: e.last})
+	if err == nil {
+		e.last = seq
+		e.recs = append(e.recs, events.Record{Seq: seq, Envelope: env, Event: ev})
 	}
-	seq, _, err := e.store.Append(ctx, env, expect)
+	e.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	e.last = max(e.last, seq)
-	e.recs = append(e.recs, events.Record{Seq: seq, Envelope: env, Event: ev})
-	e.mu.Unlock()
 	if e.onCall != nil {
 		switch c := ev.(type) {
 		case events.ModelAnswered:

@@ -1,0 +1,159 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/crosscheck/crosscheck/internal/embedded"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/ledger"
+	"github.com/crosscheck/crosscheck/internal/modes"
+	"github.com/crosscheck/crosscheck/internal/providers"
+	"github.com/crosscheck/crosscheck/internal/providers/simulated"
+)
+
+// fakeLedger records debits by call id and releases.
+type fakeLedger struct {
+	mu       sync.Mutex
+	debits   map[string]int
+	released int
+}
+
+func (l *fakeLedger) Debit(_ context.Context, _, _ string, calls ...ledger.Charge) (int64, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range calls {
+		if l.debits[c.CallID] == 0 {
+			l.debits[c.CallID]++
+		}
+	}
+	return int64(len(l.debits)), l.released == 0, nil
+}
+
+func (l *fakeLedger) Release(context.Context, string, string, string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.released++
+	return nil
+}
+
+type counted struct {
+	inner providers.Provider
+	n     atomic.Int64
+}
+
+func (c *counted) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
+	c.n.Add(1)
+	return c.inner.Complete(ctx, req)
+}
+
+func openStore(t *testing.T) *eventstore.Store {
+	t.Helper()
+	srv, err := embedded.Start(embedded.Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	nc, err := srv.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	store, err := eventstore.Open(context.Background(), nc, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+// Two workers running the same job at once (a job redelivered while its
+// first worker still runs): the query is recorded, charged and ended once.
+func TestTwoWorkersOnOneJob(t *testing.T) {
+	store := openStore(t)
+	ctx := context.Background()
+	set, calls := providers.Set{}, map[string]*counted{}
+	for _, k := range []string{"provider_a", "provider_b", "provider_c", "provider_d"} {
+		calls[k] = &counted{inner: simulated.New(k, 30*time.Millisecond)}
+		set[k] = calls[k]
+	}
+	led := &fakeLedger{debits: map[string]int{}}
+	newWorker := func() *Worker {
+		return &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
+			Modes: map[string]Mode{"unify": &modes.Unify{Providers: set}}}
+	}
+	id := "req_01M80000000000000000000001"
+	var models []events.ModelRef
+	for k := range calls {
+		models = append(models, events.ModelRef{Provider: k, ModelID: "m"})
+	}
+	env, _ := events.Wrap(events.AggregateQuery, id, events.QuerySubmitted{RequestID: id, AccountID: "acct_x", KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "twice?", Models: models}, time.Now())
+	if _, _, err := store.Append(ctx, env, nil); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, w := range []*Worker{newWorker(), newWorker()} {
+		wg.Go(func() { errs[i] = w.run(ctx, id, nil) })
+	}
+	wg.Wait()
+	// The one that yielded finishes nothing; a redelivery would find the
+	// query ended. Run it once more as the redelivery would.
+	if err := newWorker().run(ctx, id, nil); err != nil {
+		t.Fatalf("redelivery: %v", err)
+	}
+	q, recs, err := store.LoadQuery(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, r := range recs {
+		count[r.Envelope.Type]++
+	}
+	if count["query.model_answered"] != 4 || count["query.synthesized"] != 1 || count["query.credits_settled"] != 1 || count["query.completed"] != 1 || q.Status != events.StatusCompleted {
+		t.Fatalf("events %v (errs %v); want each step once", count, errs)
+	}
+	if len(led.debits) != 5 {
+		t.Fatalf("%d distinct calls charged, want 5", len(led.debits))
+	}
+	for _, c := range q.Calls {
+		if led.debits[c.ID] != 1 {
+			t.Fatalf("recorded call %s charged %d times", c.ID, led.debits[c.ID])
+		}
+	}
+}
+
+// A job resumed after its settlement (the worker died before the terminal
+// event) appends the ending the settlement recorded and calls no model.
+func TestResumeAfterSettlementRunsNothing(t *testing.T) {
+	store := openStore(t)
+	ctx := context.Background()
+	c := &counted{inner: simulated.New("provider_a", 0)}
+	led := &fakeLedger{debits: map[string]int{}}
+	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
+		Modes: map[string]Mode{"unify": &modes.Unify{Providers: providers.Set{"provider_a": c}}}}
+	id := "req_01M80000000000000000000002"
+	failed := events.QueryFailed{Code: "aggregation_failed", Message: "the synthesis failed"}
+	for _, ev := range []events.Event{
+		events.QuerySubmitted{RequestID: id, AccountID: "acct_x", Mode: "unify", Prompt: "p", Models: []events.ModelRef{{Provider: "provider_a", ModelID: "m"}}},
+		events.QueryStarted{},
+		events.CreditsSettled{ChargedMicros: 0, Failed: &failed},
+	} {
+		env, _ := events.Wrap(events.AggregateQuery, id, ev, time.Now())
+		if _, _, err := store.Append(ctx, env, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.run(ctx, id, nil); err != nil {
+		t.Fatal(err)
+	}
+	q, _, _ := store.LoadQuery(ctx, id)
+	if q.Status != events.StatusFailed || q.FailureCode != "aggregation_failed" || c.n.Load() != 0 || led.released != 1 {
+		t.Fatalf("status %s code %s, %d model calls, %d releases; want the recorded failure, no call, one release", q.Status, q.FailureCode, c.n.Load(), led.released)
+	}
+}
