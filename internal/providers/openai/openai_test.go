@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -30,30 +29,17 @@ const (
 	kindFailed   = "failed"         // status failed; Message is the error, Text the code
 )
 
-// recorded is one request the fake upstream received.
-type recorded struct {
-	Method string
-	Path   string
-	Header http.Header
-	Body   map[string]any
-}
-
 // upstream is a fake Responses API.
 type upstream struct {
-	srv  *httptest.Server
-	done chan struct{}
-
-	mu        sync.Mutex
-	scenarios []contract.Scenario
-	played    int
-	requests  []recorded
+	*contract.Script
+	srv *httptest.Server
 }
 
 func newUpstream(t *testing.T) *upstream {
-	u := &upstream{done: make(chan struct{})}
+	u := &upstream{}
 	u.srv = httptest.NewServer(u)
 	t.Cleanup(u.srv.Close)
-	t.Cleanup(func() { close(u.done) }) // runs first: releases stalled handlers
+	u.Script = contract.NewScript(t)
 	return u
 }
 
@@ -63,44 +49,11 @@ func (u *upstream) Provider(*testing.T) providers.Provider {
 	return New(Config{APIKey: testKey, BaseURL: u.srv.URL + "/v1", HTTPClient: u.srv.Client()})
 }
 
-func (u *upstream) Play(scenarios ...contract.Scenario) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.scenarios, u.played = scenarios, 0
-}
-
-func (u *upstream) Requests() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.requests)
-}
-
 func (u *upstream) Supports(string) bool { return true }
 func (u *upstream) Citations() bool      { return true }
 
-// last is the last request received.
-func (u *upstream) last(t *testing.T) recorded {
-	t.Helper()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if len(u.requests) == 0 {
-		t.Fatal("the upstream received no request")
-	}
-	return u.requests[len(u.requests)-1]
-}
-
 func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	var body map[string]any
-	_ = json.Unmarshal(b, &body)
-	u.mu.Lock()
-	u.requests = append(u.requests, recorded{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-	var s contract.Scenario
-	if n := len(u.scenarios); n > 0 {
-		s = u.scenarios[min(u.played, n-1)]
-		u.played++
-	}
-	u.mu.Unlock()
+	s := u.Receive(r)
 
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" {
 		writeError(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path, 0)
@@ -110,7 +63,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case contract.KindStall:
 		select {
 		case <-r.Context().Done():
-		case <-u.done:
+		case <-u.Done:
 		}
 	case contract.KindStatus:
 		writeError(w, s.Status, s.Message, s.RetryAfter)
@@ -239,7 +192,7 @@ func TestCredentialsIgnoreEnvironment(t *testing.T) {
 	if _, err := u.Provider(t).Complete(context.Background(), ask("x")); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
-	got := u.last(t)
+	got := u.Last(t)
 	if a := got.Header.Values("Authorization"); len(a) != 1 || a[0] != "Bearer "+testKey {
 		t.Errorf("Authorization %q, want the configured key only", a)
 	}
@@ -283,7 +236,7 @@ func TestRequestShapeAndStructuredOutput(t *testing.T) {
 	if resp.Usage != (events.Usage{InputTokens: 50, OutputTokens: 10}) || resp.Latency <= 0 {
 		t.Errorf("usage %+v latency %s", resp.Usage, resp.Latency)
 	}
-	b := u.last(t).Body
+	b := u.Last(t).Body
 	if b["store"] != false {
 		t.Errorf("store %v: customer prompts must not be kept at the vendor", b["store"])
 	}
@@ -338,7 +291,7 @@ func TestAttachmentsAreNative(t *testing.T) {
 	if _, err := u.Provider(t).Complete(context.Background(), req); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
-	input, _ := u.last(t).Body["input"].([]any)
+	input, _ := u.Last(t).Body["input"].([]any)
 	if len(input) != 3 || input[0].(map[string]any)["content"] != "first" {
 		t.Fatalf("input %v: want three messages, attachments only on the last user one", input)
 	}
@@ -378,8 +331,8 @@ func TestWebSearchToolAndCitations(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
-	if !jsonEqual(t, u.last(t).Body["tools"], `[{"type":"web_search"}]`) {
-		t.Errorf("tools %v, want the web_search tool", u.last(t).Body["tools"])
+	if !jsonEqual(t, u.Last(t).Body["tools"], `[{"type":"web_search"}]`) {
+		t.Errorf("tools %v, want the web_search tool", u.Last(t).Body["tools"])
 	}
 	if !reflect.DeepEqual(resp.Citations, cites) {
 		t.Errorf("citations %+v\nwant %+v", resp.Citations, cites)

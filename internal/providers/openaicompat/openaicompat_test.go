@@ -30,31 +30,18 @@ const (
 	kindRaw      = "raw"            // Status with Text as the body, verbatim
 )
 
-type recorded struct {
-	Method string
-	Path   string
-	Header http.Header
-	Raw    string
-	Body   map[string]any
-}
-
 // upstream is a fake Chat Completions host.
 type upstream struct {
-	srv  *httptest.Server
-	key  string
-	done chan struct{}
-
-	mu        sync.Mutex
-	scenarios []contract.Scenario
-	played    int
-	requests  []recorded
+	*contract.Script
+	srv *httptest.Server
+	key string
 }
 
 func newUpstream(t *testing.T, key string) *upstream {
-	u := &upstream{key: key, done: make(chan struct{})}
+	u := &upstream{key: key}
 	u.srv = httptest.NewServer(u)
 	t.Cleanup(u.srv.Close)
-	t.Cleanup(func() { close(u.done) }) // runs first: releases stalled handlers
+	u.Script = contract.NewScript(t)
 	return u
 }
 
@@ -64,43 +51,11 @@ func (u *upstream) Provider(*testing.T) providers.Provider {
 	return New(Config{APIKey: u.key, BaseURL: u.srv.URL + "/v1", HTTPClient: u.srv.Client()})
 }
 
-func (u *upstream) Play(scenarios ...contract.Scenario) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.scenarios, u.played = scenarios, 0
-}
-
-func (u *upstream) Requests() int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return len(u.requests)
-}
-
 func (u *upstream) Supports(string) bool { return true }
 func (u *upstream) Citations() bool      { return false }
 
-func (u *upstream) last(t *testing.T) recorded {
-	t.Helper()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if len(u.requests) == 0 {
-		t.Fatal("the upstream received no request")
-	}
-	return u.requests[len(u.requests)-1]
-}
-
 func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	var body map[string]any
-	_ = json.Unmarshal(b, &body)
-	u.mu.Lock()
-	u.requests = append(u.requests, recorded{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Raw: string(b), Body: body})
-	var s contract.Scenario
-	if n := len(u.scenarios); n > 0 {
-		s = u.scenarios[min(u.played, n-1)]
-		u.played++
-	}
-	u.mu.Unlock()
+	s := u.Receive(r)
 
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
 		writeError(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path, 0)
@@ -110,7 +65,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case contract.KindStall:
 		select {
 		case <-r.Context().Done():
-		case <-u.done:
+		case <-u.Done:
 		}
 	case contract.KindStatus:
 		writeError(w, s.Status, s.Message, s.RetryAfter)
@@ -227,7 +182,7 @@ func TestCredentialsIgnoreEnvironment(t *testing.T) {
 	if _, err := u.Provider(t).Complete(context.Background(), ask("x")); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
-	got := u.last(t)
+	got := u.Last(t)
 	if a := got.Header.Values("Authorization"); len(a) != 1 || a[0] != "Bearer "+testKey {
 		t.Errorf("Authorization %q, want the configured key only", a)
 	}
@@ -252,7 +207,7 @@ func TestEmptyKeySendsNoAuthorization(t *testing.T) {
 	if err != nil || resp.Text != "local answer" {
 		t.Fatalf("Complete: %q, %v", resp.Text, err)
 	}
-	if a := u.last(t).Header.Values("Authorization"); len(a) != 0 {
+	if a := u.Last(t).Header.Values("Authorization"); len(a) != 0 {
 		t.Errorf("Authorization %q sent with an empty key", a)
 	}
 }
@@ -289,7 +244,7 @@ func TestRequestShapeAndStructuredOutput(t *testing.T) {
 	if resp.Usage != (events.Usage{InputTokens: 50, OutputTokens: 10}) || resp.Latency <= 0 {
 		t.Errorf("usage %+v latency %s", resp.Usage, resp.Latency)
 	}
-	got := u.last(t)
+	got := u.Last(t)
 	b := got.Body
 	if b["model"] != "mistral-small-latest" || b["max_tokens"] != 256.0 {
 		t.Errorf("model %v max_tokens %v", b["model"], b["max_tokens"])
@@ -342,7 +297,7 @@ func TestAttachments(t *testing.T) {
 	if _, err := u.Provider(t).Complete(context.Background(), req); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
-	got := u.last(t)
+	got := u.Last(t)
 	msgs, _ := got.Body["messages"].([]any)
 	if len(msgs) != 3 || msgs[0].(map[string]any)["content"] != "first" {
 		t.Fatalf("messages %v: want three, attachments only on the last user one", msgs)
@@ -371,7 +326,7 @@ func TestWebSearchIsIgnored(t *testing.T) {
 	if err != nil || resp.Text != "8,849 m" || resp.Citations != nil {
 		t.Fatalf("resp %+v err %v", resp, err)
 	}
-	b := u.last(t).Body
+	b := u.Last(t).Body
 	for _, k := range []string{"tools", "web_search_options"} {
 		if _, ok := b[k]; ok {
 			t.Errorf("%s sent: %v", k, b[k])
