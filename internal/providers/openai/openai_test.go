@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/providers"
 	"github.com/crosscheck/crosscheck/internal/providers/contract"
+	"github.com/crosscheck/crosscheck/internal/providers/openai/openaitest"
 )
 
 const testKey = "sk-test-0123456789abcdef"
@@ -56,7 +56,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := u.Receive(r)
 
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" {
-		writeError(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path, 0)
+		openaitest.WriteError(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path, 0)
 		return
 	}
 	switch s.Kind {
@@ -66,22 +66,22 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-u.Done:
 		}
 	case contract.KindStatus:
-		writeError(w, s.Status, s.Message, s.RetryAfter)
+		openaitest.WriteError(w, s.Status, s.Message, s.RetryAfter)
 	case contract.KindJSON:
-		writeJSON(w, response("completed", nil, nil, messageItem(outputText(s.JSON, nil)), s.Usage))
+		openaitest.WriteJSON(w, response("completed", nil, nil, messageItem(outputText(s.JSON, nil)), s.Usage))
 	case kindRefusal:
-		writeJSON(w, response("completed", nil, nil, messageItem(map[string]any{"type": "refusal", "refusal": s.Text}), s.Usage))
+		openaitest.WriteJSON(w, response("completed", nil, nil, messageItem(map[string]any{"type": "refusal", "refusal": s.Text}), s.Usage))
 	case kindFiltered:
-		writeJSON(w, response("incomplete", map[string]any{"reason": "content_filter"}, nil, messageItem(outputText(s.Text, nil)), s.Usage))
+		openaitest.WriteJSON(w, response("incomplete", map[string]any{"reason": "content_filter"}, nil, messageItem(outputText(s.Text, nil)), s.Usage))
 	case kindFailed:
-		writeJSON(w, response("failed", nil, map[string]any{"code": s.Text, "message": s.Message}, nil, s.Usage))
+		openaitest.WriteJSON(w, response("failed", nil, map[string]any{"code": s.Text, "message": s.Message}, nil, s.Usage))
 	default: // contract.KindAnswer
 		var items []any
 		if len(s.Citations) > 0 {
 			items = append(items, map[string]any{"type": "web_search_call", "id": "ws_1", "status": "completed", "action": map[string]any{"type": "search", "query": "q"}})
 		}
 		items = append(items, messageItem(outputText(s.Text, s.Citations))...)
-		writeJSON(w, response("completed", nil, nil, items, s.Usage))
+		openaitest.WriteJSON(w, response("completed", nil, nil, items, s.Usage))
 	}
 }
 
@@ -124,34 +124,6 @@ func response(status string, incomplete, failure map[string]any, output []any, u
 		},
 		"user": nil, "metadata": map[string]any{},
 	}
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// writeError writes OpenAI's error body with its usual type and code.
-func writeError(w http.ResponseWriter, status int, message string, retryAfter time.Duration) {
-	typ, code := "invalid_request_error", any(nil)
-	switch {
-	case status == 429:
-		typ, code = "requests", "rate_limit_exceeded"
-	case status == 401:
-		code = "invalid_api_key"
-	case status >= 500:
-		typ = "server_error"
-	}
-	if retryAfter > 0 {
-		if retryAfter%time.Second == 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(retryAfter/time.Second)))
-		} else {
-			w.Header().Set("Retry-After-Ms", strconv.Itoa(int(retryAfter/time.Millisecond)))
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": code}})
 }
 
 func ask(text string) providers.Request {

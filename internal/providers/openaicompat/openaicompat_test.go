@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/providers"
 	"github.com/crosscheck/crosscheck/internal/providers/contract"
+	"github.com/crosscheck/crosscheck/internal/providers/openai/openaitest"
 )
 
 const testKey = "gsk-test-0123456789abcdef"
@@ -58,7 +58,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := u.Receive(r)
 
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-		writeError(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path, 0)
+		openaitest.WriteError(w, http.StatusNotFound, "no route "+r.Method+" "+r.URL.Path, 0)
 		return
 	}
 	switch s.Kind {
@@ -68,7 +68,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-u.Done:
 		}
 	case contract.KindStatus:
-		writeError(w, s.Status, s.Message, s.RetryAfter)
+		openaitest.WriteError(w, s.Status, s.Message, s.RetryAfter)
 	case kindRaw:
 		if strings.HasPrefix(s.Text, "{") {
 			w.Header().Set("Content-Type", "application/json")
@@ -76,13 +76,13 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(s.Status)
 		_, _ = io.WriteString(w, s.Text)
 	case contract.KindJSON:
-		writeJSON(w, completion(s.JSON, nil, "stop", s.Usage))
+		openaitest.WriteJSON(w, completion(s.JSON, nil, "stop", s.Usage))
 	case kindFiltered:
-		writeJSON(w, completion(s.Text, nil, "content_filter", s.Usage))
+		openaitest.WriteJSON(w, completion(s.Text, nil, "content_filter", s.Usage))
 	case kindRefusal:
-		writeJSON(w, completion("", s.Text, "stop", s.Usage))
+		openaitest.WriteJSON(w, completion("", s.Text, "stop", s.Usage))
 	default: // contract.KindAnswer
-		writeJSON(w, completion(s.Text, nil, "stop", s.Usage))
+		openaitest.WriteJSON(w, completion(s.Text, nil, "stop", s.Usage))
 	}
 }
 
@@ -107,34 +107,6 @@ func completion(content string, refusal any, finish string, usage events.Usage) 
 		},
 		"system_fingerprint": "fp_1",
 	}
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// writeError writes OpenAI's error body with its usual type and code.
-func writeError(w http.ResponseWriter, status int, message string, retryAfter time.Duration) {
-	typ, code := "invalid_request_error", any(nil)
-	switch {
-	case status == 429:
-		typ, code = "requests", "rate_limit_exceeded"
-	case status == 401:
-		code = "invalid_api_key"
-	case status >= 500:
-		typ = "server_error"
-	}
-	if retryAfter > 0 {
-		if retryAfter%time.Second == 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(retryAfter/time.Second)))
-		} else {
-			w.Header().Set("Retry-After-Ms", strconv.Itoa(int(retryAfter/time.Millisecond)))
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": message, "type": typ, "param": nil, "code": code}})
 }
 
 func ask(text string) providers.Request {
