@@ -711,7 +711,7 @@ func benchReplay(ctx context.Context, dir string, always bool) (float64, error) 
 		return 0, err
 	}
 	const name = "bench_replay"
-	_ = projections.DeleteConsumer(ctx, store.Queries, name)
+	_ = projections.Rewind(ctx, store.Projections, name)
 	info, err := store.Queries.Info(ctx)
 	if err != nil {
 		return 0, err
@@ -722,7 +722,7 @@ func benchReplay(ctx context.Context, dir string, always bool) (float64, error) 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	finished := make(chan struct{})
-	runner := &projections.Runner{Name: name, Stream: store.Queries, Filters: []string{"ev.query.>"}, Log: zerolog.Nop(),
+	runner := &projections.Runner{Name: name, Stream: store.Queries, Filters: []string{"ev.query.>"}, Log: zerolog.Nop(), Checkpoints: store.Projections,
 		HandleBatch: func(ctx context.Context, recs []events.Record) error {
 			if err := status.HandleBatch(ctx, recs); err != nil {
 				return err
@@ -743,6 +743,6 @@ func benchReplay(ctx context.Context, dir string, always bool) (float64, error) 
 	}
 	secs := time.Since(t).Seconds()
 	cancel()
-	_ = projections.DeleteConsumer(ctx, store.Queries, name)
+	_ = projections.Rewind(ctx, store.Projections, name)
 	return float64(total) / secs, nil
 }

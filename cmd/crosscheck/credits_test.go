@@ -370,7 +370,7 @@ func TestBalancesRebuildToIdenticalBytes(t *testing.T) {
 	h.m.Close()
 	h.offline(func(store *eventstore.Store) {
 		must(t, store.ResetBalances(ctx) == nil, "reset")
-		must(t, projections.DeleteConsumer(ctx, store.Accounts, projections.ConsumerAccounts) == nil, "delete consumer")
+		must(t, projections.Rewind(ctx, store.Projections, projections.ConsumerAccounts) == nil, "rewind")
 	})
 	h.start()
 	for _, a := range accts {

@@ -228,7 +228,7 @@ func (m *Main) runProjections(ctx context.Context) {
 			HandleBatch: projections.Accounts(&projections.Keys{KV: m.Store.Keys}, &projections.Balances{Store: m.Store})},
 	}
 	for _, r := range runners {
-		r.Log = m.Log
+		r.Log, r.Checkpoints = m.Log, m.Store.Projections
 		m.wg.Go(func() {
 			if err := r.Run(ctx); err != nil {
 				m.Log.Error().Err(err).Str("consumer", r.Name).Msg("projection stopped")

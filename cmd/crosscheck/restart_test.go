@@ -227,7 +227,7 @@ func TestReadModelRebuildsToIdenticalBytes(t *testing.T) {
 
 	h.offline(func(store *eventstore.Store) {
 		must(t, store.ResetQueryStatus(ctx) == nil, "reset bucket")
-		must(t, projections.DeleteConsumer(ctx, store.Queries, projections.ConsumerQueryStatus) == nil, "delete consumer")
+		must(t, projections.Rewind(ctx, store.Projections, projections.ConsumerQueryStatus) == nil, "rewind")
 		keys, _ := store.QueryStatus.ListKeys(ctx)
 		n := 0
 		for range keys.Keys() {

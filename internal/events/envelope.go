@@ -48,8 +48,9 @@ type Record struct {
 	Envelope Envelope
 	Event    Event
 	Raw      []byte
-	// Redelivered is set by a consumer that received the event before.
-	Redelivered bool
+	// Replayed is set by a consumer for an event it may have applied
+	// before (one stored before the consumer started).
+	Replayed bool
 }
 
 // Subject returns the subject of an event of aggregate with id: ev.<aggregate>.<id>.<name>.

@@ -26,6 +26,7 @@ const (
 	BucketKeys        = "keys"
 	BucketIdempotency = "idempotency"
 	BucketInflight    = "inflight"
+	BucketProjections = "projections"
 )
 
 // IdempotencyTTL is how long the idempotency bucket keeps an entry. The 24 h
@@ -52,6 +53,8 @@ type Store struct {
 	Keys        jetstream.KeyValue
 	Idempotency jetstream.KeyValue
 	Inflight    jetstream.KeyValue
+	// Projections holds each projection's checkpoint by name.
+	Projections jetstream.KeyValue
 
 	replicas int
 }
@@ -101,6 +104,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		{&s.Keys, jetstream.KeyValueConfig{Bucket: BucketKeys, Description: "API key states by fingerprint, a projection of ACCOUNTS"}},
 		{&s.Idempotency, jetstream.KeyValueConfig{Bucket: BucketIdempotency, Description: "Idempotency-Key claims", TTL: IdempotencyTTL}},
 		{&s.Inflight, jetstream.KeyValueConfig{Bucket: BucketInflight, Description: "In-flight query slots by API key fingerprint"}},
+		{&s.Projections, jetstream.KeyValueConfig{Bucket: BucketProjections, Description: "The last event each projection applied, by projection name"}},
 	}
 	for _, b := range buckets {
 		b.cfg.Storage = jetstream.FileStorage

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -12,7 +13,8 @@ import (
 	"github.com/crosscheck/crosscheck/internal/events"
 )
 
-// Durable consumer names are persistent state: never rename them.
+// Projection names are persistent state (each names its checkpoint): never
+// rename them.
 const (
 	ConsumerQueryStatus = "proj_query_status"
 	// ConsumerAccounts feeds the keys and balances projections from one
@@ -20,24 +22,28 @@ const (
 	ConsumerAccounts = "proj_accounts"
 )
 
-// Handler applies one event. It must be idempotent by sequence.
-type Handler func(ctx context.Context, r events.Record) error
-
 // BatchHandler applies events in stream order. It must be idempotent by
-// sequence.
+// sequence: after a crash the events since the last checkpoint come again.
 type BatchHandler func(ctx context.Context, recs []events.Record) error
 
-// Runner feeds a handler from a durable consumer in stream order: one event
-// at a time (Handle), or every event already delivered, up to Batch, at once
-// (HandleBatch). A failing event or batch is retried in place, never skipped
-// or reordered, so a read model never misses an event. A batch is
-// acknowledged by its last event (AckAll).
+// Runner feeds a handler every event of a stream in stream order, every
+// event already delivered (up to Batch) at once. Its position is a
+// checkpoint in the projections bucket, written after each applied batch;
+// a runner starts after its checkpoint.
+//
+// Events come from an ordered consumer: the client checks each delivery's
+// sequence and recreates the consumer after the last event it saw on any
+// gap, so an event is never skipped or reordered. (A durable consumer with
+// acknowledgements is not enough: after a restart it redelivers unacknowledged
+// events only when their ack wait ends, after newer ones.) A failing batch is
+// retried in place.
 type Runner struct {
 	Name        string
 	Stream      jetstream.Stream
 	Filters     []string
-	Handle      Handler
 	HandleBatch BatchHandler
+	// Checkpoints is the projections bucket.
+	Checkpoints jetstream.KeyValue
 	// Batch bounds a batch; zero means 1024.
 	Batch int
 	Log   zerolog.Logger
@@ -45,14 +51,22 @@ type Runner struct {
 
 // Run consumes until ctx ends.
 func (r *Runner) Run(ctx context.Context) error {
-	cons, err := r.Stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:        r.Name,
-		FilterSubjects: r.Filters,
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		AckPolicy:      jetstream.AckAllPolicy,
-		AckWait:        30 * time.Second,
-		MaxAckPending:  8192,
-	})
+	pos, err := Checkpoint(ctx, r.Checkpoints, r.Name)
+	if err != nil {
+		return err
+	}
+	// Events stored before this run may have been applied by an earlier one
+	// (after the checkpoint, before a crash); newer ones are new.
+	info, err := r.Stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", r.Name, err)
+	}
+	before := info.State.LastSeq
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: r.Filters, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if pos > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, pos+1
+	}
+	cons, err := r.Stream.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", r.Name, err)
 	}
@@ -64,76 +78,72 @@ func (r *Runner) Run(ctx context.Context) error {
 	// and applying run side by side.
 	in := make(chan delivered, 2*size)
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		d := r.decode(msg)
+		d := r.decode(msg, before)
 		select {
 		case in <- d:
 		case <-ctx.Done():
 		}
-	}, jetstream.PullMaxMessages(size))
+	}, jetstream.PullMaxMessages(size), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		r.Log.Debug().Err(err).Str("consumer", r.Name).Msg("projection: consumer restarted")
+	}))
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", r.Name, err)
 	}
 	defer cc.Stop()
-	handle := r.HandleBatch
-	if handle == nil {
-		handle = func(ctx context.Context, recs []events.Record) error {
-			for _, rec := range recs {
-				if err := r.Handle(ctx, rec); err != nil {
-					return err
-				}
+	apply := func(recs []events.Record, last uint64) error {
+		if len(recs) > 0 {
+			if err := r.HandleBatch(ctx, recs); err != nil {
+				return err
 			}
-			return nil
 		}
+		if _, err := r.Checkpoints.Put(ctx, r.Name, []byte(strconv.FormatUint(last, 10))); err != nil {
+			return fmt.Errorf("checkpoint %s: %w", r.Name, err)
+		}
+		return nil
 	}
 	recs := make([]events.Record, 0, size)
 	for {
-		var last jetstream.Msg
 		recs = recs[:0]
-		add := func(d delivered) {
-			last = d.msg
-			if d.ok {
-				recs = append(recs, d.rec)
-			}
-		}
 		var stuck *delivered
+		take := func(d delivered) bool {
+			if !d.ok {
+				stuck = &d
+				return false
+			}
+			recs = append(recs, d.rec)
+			return true
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case d := <-in:
-			if !d.ok {
-				stuck = &d
-			} else {
-				add(d)
-			}
+			take(d)
 		}
 	drain:
 		for len(recs) < size && stuck == nil {
 			select {
 			case d := <-in:
-				if !d.ok {
-					stuck = &d
+				if !take(d) {
 					break drain
 				}
-				add(d)
 			default:
 				break drain
 			}
 		}
-		for backoff := 10 * time.Millisecond; len(recs) > 0; backoff = min(2*backoff, 2*time.Second) {
-			if err := handle(ctx, recs); err == nil {
-				break
-			} else {
+		if len(recs) > 0 {
+			last := recs[len(recs)-1].Seq
+			for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+				err := apply(recs, last)
+				if err == nil {
+					break
+				}
 				r.Log.Warn().Err(err).Str("consumer", r.Name).Uint64("seq", recs[0].Seq).Msg("projection: retrying events")
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(backoff):
+				}
 			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(backoff):
-			}
-			_ = last.InProgress()
-		}
-		if last != nil {
-			_ = last.Ack()
 		}
 		if stuck != nil {
 			// An event this build cannot read (a newer type, or corrupt
@@ -148,6 +158,32 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
+// Checkpoint returns the sequence of the last event the projection name
+// applied; 0 when it has applied none.
+func Checkpoint(ctx context.Context, kv jetstream.KeyValue, name string) (uint64, error) {
+	e, err := kv.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint %s: %w", name, err)
+	}
+	seq, err := strconv.ParseUint(string(e.Value()), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint %s: %q is not a sequence", name, e.Value())
+	}
+	return seq, nil
+}
+
+// Rewind forgets a projection's checkpoint so it starts over from the first
+// event, as a rebuild needs.
+func Rewind(ctx context.Context, kv jetstream.KeyValue, name string) error {
+	if err := kv.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("rewind %s: %w", name, err)
+	}
+	return nil
+}
+
 // delivered is one message and its event; ok is false for a message whose
 // event could not be decoded, which is logged and left out.
 type delivered struct {
@@ -156,7 +192,7 @@ type delivered struct {
 	ok  bool
 }
 
-func (r *Runner) decode(msg jetstream.Msg) delivered {
+func (r *Runner) decode(msg jetstream.Msg, before uint64) delivered {
 	meta, err := msg.Metadata()
 	if err != nil {
 		return delivered{msg: msg}
@@ -166,16 +202,6 @@ func (r *Runner) decode(msg jetstream.Msg) delivered {
 		r.Log.Error().Err(err).Str("consumer", r.Name).Uint64("seq", meta.Sequence.Stream).Msg("projection: undecodable event")
 		return delivered{msg: msg}
 	}
-	rec.Redelivered = meta.NumDelivered > 1
+	rec.Replayed = rec.Seq <= before
 	return delivered{msg: msg, rec: rec, ok: true}
-}
-
-// DeleteConsumer removes a runner's durable consumer so it starts over from
-// the first event, as a rebuild needs.
-func DeleteConsumer(ctx context.Context, stream jetstream.Stream, name string) error {
-	err := stream.DeleteConsumer(ctx, name)
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("delete consumer %s: %w", name, err)
-	}
-	return nil
 }

@@ -68,13 +68,14 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 
 // load returns the current document of id, to which r applies next:
 // cached, stored, or empty. A submitted event delivered for the first time
-// starts its query, so nothing can be stored for it yet.
+// starts its query, so nothing can be stored for it yet: unless it was
+// stored before this run started, when an earlier run may have applied it.
 func (p *QueryStatus) load(ctx context.Context, id string, r events.Record) (*QueryDoc, error) {
 	if doc := p.cache[id]; doc != nil {
 		return doc, nil
 	}
 	doc := &QueryDoc{}
-	if _, first := r.Event.(events.QuerySubmitted); first && !r.Redelivered {
+	if _, first := r.Event.(events.QuerySubmitted); first && !r.Replayed {
 		return doc, nil
 	}
 	entry, err := p.Store.QueryStatus.Get(ctx, id)

@@ -9,9 +9,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/crosscheck/crosscheck/internal/embedded"
 	"github.com/crosscheck/crosscheck/internal/events"
-	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
 	"github.com/crosscheck/crosscheck/internal/ledger"
 	"github.com/crosscheck/crosscheck/internal/modes"
 	"github.com/crosscheck/crosscheck/internal/providers"
@@ -53,29 +52,10 @@ func (c *counted) Complete(ctx context.Context, req providers.Request) (provider
 	return c.inner.Complete(ctx, req)
 }
 
-func openStore(t *testing.T) *eventstore.Store {
-	t.Helper()
-	srv, err := embedded.Start(embedded.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	nc, err := srv.Connect("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	store, err := eventstore.Open(context.Background(), nc, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store
-}
-
 // Two workers running the same job at once (a job redelivered while its
 // first worker still runs): the query is recorded, charged and ended once.
 func TestTwoWorkersOnOneJob(t *testing.T) {
-	store := openStore(t)
+	store := storetest.Open(t)
 	ctx := context.Background()
 	set, calls := providers.Set{}, map[string]*counted{}
 	for _, k := range []string{"provider_a", "provider_b", "provider_c", "provider_d"} {
@@ -131,7 +111,7 @@ func TestTwoWorkersOnOneJob(t *testing.T) {
 // A job resumed after its settlement (the worker died before the terminal
 // event) appends the ending the settlement recorded and calls no model.
 func TestResumeAfterSettlementRunsNothing(t *testing.T) {
-	store := openStore(t)
+	store := storetest.Open(t)
 	ctx := context.Background()
 	c := &counted{inner: simulated.New("provider_a", 0)}
 	led := &fakeLedger{debits: map[string]int{}}

@@ -1,0 +1,160 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
+)
+
+// applied records what a runner's handler was given, batch by batch.
+type applied struct {
+	mu       sync.Mutex
+	seqs     []uint64
+	replayed map[uint64]bool
+	failOnce bool
+}
+
+func (a *applied) handle(_ context.Context, recs []events.Record) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failOnce && len(a.seqs) > 0 {
+		a.failOnce = false
+		return errors.New("read model unavailable")
+	}
+	for _, r := range recs {
+		a.seqs = append(a.seqs, r.Seq)
+		a.replayed[r.Seq] = r.Replayed
+	}
+	return nil
+}
+
+func (a *applied) last() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.seqs) == 0 {
+		return 0
+	}
+	return a.seqs[len(a.seqs)-1]
+}
+
+func appendProgress(t *testing.T, store *eventstore.Store, n int) uint64 {
+	t.Helper()
+	var seq uint64
+	for i := range n {
+		env, err := events.Wrap(events.AggregateQuery, "req_runner", events.ProgressReported{Stage: "answering", Percent: i % 100}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seq, _, err = store.Append(context.Background(), env, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return seq
+}
+
+// run starts a runner over QUERIES and returns a function that stops it and
+// waits for it to return.
+func run(t *testing.T, store *eventstore.Store, a *applied) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Runner{Name: "proj_test", Stream: store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: a.handle,
+		Checkpoints: store.Projections, Batch: 7, Log: zerolog.Nop()}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}
+}
+
+func waitApplied(t *testing.T, a *applied, seq uint64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for a.last() < seq {
+		if time.Now().After(deadline) {
+			t.Fatalf("applied up to %d, want %d", a.last(), seq)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// wantSeqs checks that a saw exactly from..to, each once, in order.
+func wantSeqs(t *testing.T, a *applied, from, to uint64) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if uint64(len(a.seqs)) != to-from+1 {
+		t.Fatalf("applied %d events (%v), want %d..%d", len(a.seqs), a.seqs, from, to)
+	}
+	for i, s := range a.seqs {
+		if s != from+uint64(i) {
+			t.Fatalf("event %d applied is seq %d, want %d: %v", i, s, from+uint64(i), a.seqs)
+		}
+	}
+}
+
+// A runner applies every event once, in order, across restarts: it resumes
+// after its checkpoint, a failing batch is retried in place, and a crash
+// between a batch and its checkpoint replays that batch, in order, marked as
+// replayed.
+func TestRunnerResumesInOrderFromItsCheckpoint(t *testing.T) {
+	store := storetest.Open(t)
+	ctx := context.Background()
+
+	first := appendProgress(t, store, 30)
+	a := &applied{replayed: map[uint64]bool{}}
+	stop := run(t, store, a)
+	waitApplied(t, a, first)
+	stop()
+	wantSeqs(t, a, 1, first)
+	if pos, err := Checkpoint(ctx, store.Projections, "proj_test"); err != nil || pos != first {
+		t.Fatalf("checkpoint %d (%v), want %d", pos, err, first)
+	}
+
+	// Stopped: 20 more events. The next run starts after the checkpoint,
+	// and its first batch fails once.
+	stored := appendProgress(t, store, 20)
+	b := &applied{replayed: map[uint64]bool{}, failOnce: true}
+	stop = run(t, store, b)
+	waitApplied(t, b, stored)
+	live := appendProgress(t, store, 5)
+	waitApplied(t, b, live)
+	stop()
+	wantSeqs(t, b, first+1, live)
+	for seq, replayed := range b.replayed {
+		if want := seq <= stored; replayed != want {
+			t.Errorf("seq %d: replayed %v, want %v", seq, replayed, want)
+		}
+	}
+
+	// A crash after applying events but before their checkpoint: the
+	// checkpoint is behind, and those events come again, in order.
+	if _, err := store.Projections.Put(ctx, "proj_test", []byte("10")); err != nil {
+		t.Fatal(err)
+	}
+	c := &applied{replayed: map[uint64]bool{}}
+	stop = run(t, store, c)
+	waitApplied(t, c, live)
+	stop()
+	wantSeqs(t, c, 11, live)
+
+	// A rewound projection starts over.
+	if err := Rewind(ctx, store.Projections, "proj_test"); err != nil {
+		t.Fatal(err)
+	}
+	d := &applied{replayed: map[uint64]bool{}}
+	stop = run(t, store, d)
+	waitApplied(t, d, live)
+	stop()
+	wantSeqs(t, d, 1, live)
+}
