@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crosscheck/crosscheck/internal/catalog"
+	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/providers"
 	"github.com/crosscheck/crosscheck/internal/providers/simulated"
 	"github.com/crosscheck/crosscheck/internal/queries"
@@ -18,14 +19,37 @@ import (
 // testProvider wraps the simulated backend: it counts calls, can hold every
 // call until released, and can fail.
 type testProvider struct {
-	inner    providers.Provider
-	calls    atomic.Int64
-	answers  *atomic.Int64 // counts answer calls (not synthesis); may be shared across restarts
-	hold     chan struct{} // nil: answer at once; otherwise wait until closed
-	fail     *providers.Error
-	failJSON bool // fail only structured-output (synthesis) calls
+	inner   providers.Provider
+	calls   atomic.Int64
+	answers *atomic.Int64 // counts answer calls (not synthesis); may be shared across restarts
+	hold    chan struct{} // nil: answer at once; otherwise wait until closed
+	// holdPurpose, when set, holds only the calls made for that purpose.
+	holdPurpose string
+	fail        *providers.Error
+	failJSON    bool // fail only structured-output (synthesis) calls
 	// failWhen, when set, fails only calls whose prompt contains it.
 	failWhen string
+	// failPurpose, when set, fails only calls made for that purpose.
+	failPurpose string
+	// garble, when set, answers the calls made for that purpose with text
+	// that is not the JSON asked for.
+	garble string
+
+	mu   sync.Mutex
+	seen []providers.Request
+}
+
+// requests returns the calls made for purpose.
+func (p *testProvider) requests(purpose string) []providers.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []providers.Request
+	for _, r := range p.seen {
+		if r.Purpose == purpose {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func (p *testProvider) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
@@ -33,16 +57,23 @@ func (p *testProvider) Complete(ctx context.Context, req providers.Request) (pro
 	if req.Schema == nil && p.answers != nil {
 		p.answers.Add(1)
 	}
-	if p.hold != nil {
+	if p.hold != nil && (p.holdPurpose == "" || p.holdPurpose == req.Purpose) {
 		select {
 		case <-p.hold:
 		case <-ctx.Done():
 			return providers.Response{}, ctx.Err()
 		}
 	}
+	p.mu.Lock()
+	p.seen = append(p.seen, req)
+	p.mu.Unlock()
 	prompt := req.Messages[len(req.Messages)-1].Content
-	if p.fail != nil && (!p.failJSON || req.Schema != nil) && strings.Contains(prompt, p.failWhen) {
+	if p.fail != nil && (!p.failJSON || req.Schema != nil) && strings.Contains(prompt, p.failWhen) &&
+		(p.failPurpose == "" || p.failPurpose == req.Purpose) {
 		return providers.Response{}, p.fail
+	}
+	if p.garble != "" && p.garble == req.Purpose {
+		return providers.Response{Text: "I am sorry, here is my answer in prose instead.", Usage: events.Usage{InputTokens: 10, OutputTokens: 10}}, nil
 	}
 	return p.inner.Complete(ctx, req)
 }

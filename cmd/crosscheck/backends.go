@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/config"
@@ -12,6 +13,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/providers/openai"
 	"github.com/crosscheck/crosscheck/internal/providers/openaicompat"
 	"github.com/crosscheck/crosscheck/internal/providers/simulated"
+	"github.com/crosscheck/crosscheck/internal/search"
 )
 
 // backends builds the catalog and one backend per provider key. Without
@@ -21,19 +23,23 @@ import (
 // credential is present; a provider without one runs simulated, labelled so
 // in GET /v1/models and in results, and the start-up log says why. A provider
 // with a credential never falls back.
-func (m *Main) backends(ctx context.Context) (*catalog.Catalog, providers.Set, error) {
+//
+// It also returns the providers whose backend searches the web itself
+// (web_search, on unless turned off), and the file's search settings.
+func (m *Main) backends(ctx context.Context) (*catalog.Catalog, providers.Set, map[string]bool, config.Search, error) {
 	cfg := m.Config
 	set := providers.Set{}
+	native := map[string]bool{}
 	if cfg.ConfigFile == "" {
 		cat := catalog.Simulated()
 		for _, p := range cat.Providers {
 			set[p.Key] = simulated.New(p.Key, cfg.SimLatency)
 		}
-		return cat, set, nil
+		return cat, set, native, config.Search{}, nil
 	}
 	file, err := config.LoadFile(cfg.ConfigFile)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, config.Search{}, err
 	}
 	cat := catalog.Vendor()
 	for i := range cat.Providers {
@@ -53,9 +59,9 @@ func (m *Main) backends(ctx context.Context) (*catalog.Catalog, providers.Set, e
 		if bound {
 			backend = b.Backend
 		}
-		key, err := b.Credential()
+		key, err := b.Secret()
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", p.Key, err)
+			return nil, nil, nil, config.Search{}, fmt.Errorf("%s: %w", p.Key, err)
 		}
 		needsKey := backend != config.BackendSimulated && (backend != config.BackendOpenAICompatible || b.NamesCredential())
 		if needsKey && key == "" {
@@ -73,7 +79,7 @@ func (m *Main) backends(ctx context.Context) (*catalog.Catalog, providers.Set, e
 			client = anthropic.New(anthropic.Config{APIKey: key, BaseURL: b.BaseURL})
 		case config.BackendGemini:
 			if client, err = gemini.New(ctx, gemini.Config{APIKey: key, BaseURL: b.BaseURL}); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", p.Key, err)
+				return nil, nil, nil, config.Search{}, fmt.Errorf("%s: %w", p.Key, err)
 			}
 		default:
 			backend = config.BackendSimulated
@@ -83,12 +89,56 @@ func (m *Main) backends(ctx context.Context) (*catalog.Catalog, providers.Set, e
 			}
 		}
 		p.Backend = backend
+		switch backend {
+		case config.BackendOpenAI, config.BackendAnthropic, config.BackendGemini:
+			native[p.Key] = b.WebSearch == nil || *b.WebSearch
+		}
 		names := map[string]string{}
 		for _, model := range p.Models {
 			names[model.ID] = model.UpstreamName()
 		}
 		set[p.Key] = &providers.Upstream{Provider: client, Names: names}
-		m.Log.Info().Str("provider", p.Key).Str("backend", backend).Msg("provider bound")
+		m.Log.Info().Str("provider", p.Key).Str("backend", backend).Bool("web_search", native[p.Key]).Msg("provider bound")
 	}
-	return cat, set, nil
+	return cat, set, native, file.Search, nil
+}
+
+// searchBackend returns verify's search backend. A web backend whose
+// credential is missing falls back to the offline index, and the log says
+// so. The offline index is built on the first search, so a server that runs
+// no verify query never builds it.
+func (m *Main) searchBackend(s config.Search) search.Backend {
+	key, err := s.Secret()
+	if err == nil && (s.Backend == config.SearchBrave || s.Backend == config.SearchTavily) && key == "" {
+		err = fmt.Errorf("no credential in %s%s", s.APIKeyEnv, s.APIKeyFile)
+	}
+	cfg := search.Config{Backend: s.Backend, BaseURL: s.BaseURL, APIKey: key, CorpusDir: s.CorpusDir, Timeout: s.Timeout}
+	if err != nil {
+		m.Log.Warn().Err(err).Str("search", s.Backend).Msg("search backend unavailable: verify uses the offline sample corpus")
+		cfg = search.Config{Backend: search.NameOffline}
+	}
+	if cfg.Backend == "" {
+		cfg.Backend = search.NameOffline
+	}
+	m.Log.Info().Str("search", cfg.Backend).Str("corpus_dir", cfg.CorpusDir).Msg("search backend")
+	return &lazySearch{cfg: cfg}
+}
+
+// lazySearch builds its backend on the first search; a backend that cannot
+// be built fails every search with that error.
+type lazySearch struct {
+	cfg     search.Config
+	once    sync.Once
+	backend search.Backend
+	err     error
+}
+
+func (l *lazySearch) Name() string { return l.cfg.Backend }
+
+func (l *lazySearch) Search(ctx context.Context, query string, limit int) ([]search.Result, error) {
+	l.once.Do(func() { l.backend, l.err = search.New(l.cfg) })
+	if l.err != nil {
+		return nil, l.err
+	}
+	return l.backend.Search(ctx, query, limit)
 }

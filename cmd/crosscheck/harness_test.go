@@ -19,6 +19,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/providers"
+	"github.com/crosscheck/crosscheck/internal/search"
 )
 
 // harness runs one crosscheck process on a real embedded JetStream in a temp
@@ -32,7 +33,9 @@ type harness struct {
 	clock *clock
 	// providers, when set, replace the simulated backends on each start.
 	providers func() providers.Set
-	client    *http.Client
+	// search, when set, replaces verify's search backend.
+	search search.Backend
+	client *http.Client
 }
 
 type clock struct{ offset atomic.Int64 }
@@ -61,6 +64,7 @@ type option func(*harness)
 
 func withProviders(fn func() providers.Set) option { return func(h *harness) { h.providers = fn } }
 func withConfig(fn func(*config.Config)) option    { return func(h *harness) { fn(&h.cfg) } }
+func withSearch(b search.Backend) option           { return func(h *harness) { h.search = b } }
 
 func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()
@@ -87,6 +91,7 @@ func (h *harness) start() {
 	if h.providers != nil {
 		m.Providers = h.providers()
 	}
+	m.Search = h.search
 	if err := m.Open(context.Background()); err != nil {
 		m.Close()
 		h.t.Fatalf("open: %v", err)

@@ -23,6 +23,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/embedded"
+	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/handlers"
 	"github.com/crosscheck/crosscheck/internal/ledger"
@@ -30,6 +31,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/projections"
 	"github.com/crosscheck/crosscheck/internal/providers"
 	"github.com/crosscheck/crosscheck/internal/queries"
+	"github.com/crosscheck/crosscheck/internal/search"
 	"github.com/crosscheck/crosscheck/internal/worker"
 )
 
@@ -120,6 +122,9 @@ type Main struct {
 	Out io.Writer
 	// Providers overrides the backends; nil runs every provider simulated.
 	Providers providers.Set
+	// Search overrides verify's search backend; nil takes it from the
+	// settings.
+	Search search.Backend
 	// Now overrides the clock.
 	Now func() time.Time
 	// RetryDelays override providers.DefaultRetryDelays.
@@ -173,13 +178,16 @@ func (m *Main) Open(ctx context.Context) error {
 	if err := m.loadAdminToken(); err != nil {
 		return err
 	}
-	cat, backends, err := m.backends(ctx)
+	cat, backends, native, searchCfg, err := m.backends(ctx)
 	if err != nil {
 		return err
 	}
 	m.Catalog = cat
 	if m.Providers != nil {
 		backends = m.Providers
+	}
+	if m.Search == nil {
+		m.Search = m.searchBackend(searchCfg)
 	}
 	if m.RetryDelays == nil {
 		m.RetryDelays = providers.DefaultRetryDelays
@@ -192,9 +200,10 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	m.Accounts = &accounts.Service{Store: m.Store, Now: m.Now}
 	estimator := &ledger.Estimator{Catalog: m.Catalog}
+	models := modes.Models{Providers: calls, Price: estimator.Cost}
 	m.Ledger = &ledger.Service{Accounts: m.Accounts, Estimator: estimator, Now: m.Now}
 	m.Queries = &queries.Service{
-		Store: m.Store, Catalog: m.Catalog, Modes: map[string]bool{queries.ModeUnify: true}, Now: m.Now,
+		Store: m.Store, Catalog: m.Catalog, Modes: map[string]bool{queries.ModeUnify: true, queries.ModeJustify: true, queries.ModeVerify: true}, Now: m.Now,
 		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts,
 	}
 
@@ -209,7 +218,11 @@ func (m *Main) Open(ctx context.Context) error {
 		Store: m.Store, Log: m.Log, Now: m.Now,
 		AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, Grace: cfg.ShutdownGrace, Finished: m.Queries.Release,
 		Ledger: m.Ledger,
-		Modes:  map[string]worker.Mode{queries.ModeUnify: &modes.Unify{Providers: calls, Price: estimator.Cost}},
+		Modes: map[string]worker.Mode{
+			queries.ModeUnify:   &modes.Unify{Models: models},
+			queries.ModeJustify: &modes.Justify{Models: models},
+			queries.ModeVerify:  &modes.Verify{Models: models, Search: m.Search, NativeSearch: func(ref events.ModelRef) bool { return native[ref.Provider] }},
+		},
 	}
 	go func() {
 		defer close(m.workerDone)

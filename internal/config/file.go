@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -25,18 +26,51 @@ var backends = map[string]bool{BackendOpenAI: true, BackendOpenAICompatible: tru
 // File is the YAML file named by CROSSCHECK_CONFIG.
 type File struct {
 	Providers map[string]Binding `yaml:"providers"`
+	// Search is the search backend of verify; unset is the offline index
+	// of the sample corpus.
+	Search Search `yaml:"search"`
+}
+
+// Credential names where a secret is: APIKeyEnv names the environment
+// variable that holds it; APIKeyFile names a file that does. At most one is
+// set.
+type Credential struct {
+	APIKeyEnv  string `yaml:"api_key_env"`
+	APIKeyFile string `yaml:"api_key_file"`
 }
 
 // Binding binds one provider key of the API to a backend.
 type Binding struct {
-	Backend string `yaml:"backend"`
-	BaseURL string `yaml:"base_url"`
-	// APIKeyEnv names the environment variable that holds the credential;
-	// APIKeyFile names a file that does. At most one is set.
-	APIKeyEnv  string `yaml:"api_key_env"`
-	APIKeyFile string `yaml:"api_key_file"`
+	Backend    string `yaml:"backend"`
+	BaseURL    string `yaml:"base_url"`
+	Credential `yaml:",inline"`
 	// Models, when set, replace the provider's default catalog rows.
 	Models []Model `yaml:"models"`
+	// WebSearch turns the vendor's own web search on or off for verify's
+	// research (openai, anthropic and gemini have one); unset is on. A
+	// provider without it researches with the service's search backend.
+	WebSearch *bool `yaml:"web_search"`
+}
+
+// Search backends of verify.
+const (
+	SearchOffline = "offline"
+	SearchSearXNG = "searxng"
+	SearchBrave   = "brave"
+	SearchTavily  = "tavily"
+)
+
+// Search chooses verify's search backend.
+type Search struct {
+	// Backend is offline (the default), searxng, brave or tavily.
+	Backend    string `yaml:"backend"`
+	BaseURL    string `yaml:"base_url"`
+	Credential `yaml:",inline"`
+	// CorpusDir is the folder the offline backend indexes (text, Markdown,
+	// HTML, PDF); unset is the built-in sample corpus.
+	CorpusDir string `yaml:"corpus_dir"`
+	// Timeout bounds one search; unset is 10 s.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // Model is one catalog row of a binding.
@@ -100,20 +134,45 @@ func ParseFile(raw []byte) (*File, error) {
 			errs = append(errs, fmt.Sprintf("providers.%s.models: exactly one model must be the default, %d are", key, defaults))
 		}
 	}
+	errs = append(errs, f.Search.check()...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("CROSSCHECK_CONFIG: %s", strings.Join(errs, "; "))
 	}
 	return &f, nil
 }
 
-// Credential returns the binding's credential: from its environment
-// variable or file; "" when it names neither or the source is empty.
-func (b Binding) Credential() (string, error) {
+func (s Search) check() []string {
+	var errs []string
+	switch s.Backend {
+	case "", SearchOffline:
+	case SearchSearXNG:
+		if s.BaseURL == "" {
+			errs = append(errs, "search.base_url: required for the searxng backend (the address of the SearXNG instance)")
+		}
+	case SearchBrave, SearchTavily:
+		if !s.NamesCredential() {
+			errs = append(errs, fmt.Sprintf("search: the %s backend needs api_key_env or api_key_file", s.Backend))
+		}
+	default:
+		errs = append(errs, fmt.Sprintf("search.backend: %q; use offline, searxng, brave or tavily", s.Backend))
+	}
+	if s.APIKeyEnv != "" && s.APIKeyFile != "" {
+		errs = append(errs, "search: set api_key_env or api_key_file, not both")
+	}
+	if s.Timeout < 0 {
+		errs = append(errs, "search.timeout: must not be negative")
+	}
+	return errs
+}
+
+// Secret returns the credential: from its environment variable or file; ""
+// when it names neither or the source is empty.
+func (c Credential) Secret() (string, error) {
 	switch {
-	case b.APIKeyEnv != "":
-		return strings.TrimSpace(os.Getenv(b.APIKeyEnv)), nil
-	case b.APIKeyFile != "":
-		raw, err := os.ReadFile(b.APIKeyFile)
+	case c.APIKeyEnv != "":
+		return strings.TrimSpace(os.Getenv(c.APIKeyEnv)), nil
+	case c.APIKeyFile != "":
+		raw, err := os.ReadFile(c.APIKeyFile)
 		if err != nil {
 			return "", fmt.Errorf("api_key_file: %w", err)
 		}
@@ -122,5 +181,5 @@ func (b Binding) Credential() (string, error) {
 	return "", nil
 }
 
-// NamesCredential reports whether the binding names a credential source.
-func (b Binding) NamesCredential() bool { return b.APIKeyEnv != "" || b.APIKeyFile != "" }
+// NamesCredential reports whether a credential source is named.
+func (c Credential) NamesCredential() bool { return c.APIKeyEnv != "" || c.APIKeyFile != "" }

@@ -1,7 +1,19 @@
 package events
 
+import (
+	"maps"
+	"slices"
+)
+
 // AggregateQuery is the aggregate name of query events: ev.query.<request_id>.<event>.
 const AggregateQuery = "query"
+
+// Modes of spec 1.4.
+const (
+	ModeUnify   = "unify"
+	ModeJustify = "justify"
+	ModeVerify  = "verify"
+)
 
 // Query statuses. A query moves queued → running → completed | failed.
 const (
@@ -189,14 +201,24 @@ var TerminalEvents = []string{QueryCompleted{}.EventName(), QueryFailed{}.EventN
 
 // Query is the query aggregate: the state a worker decides from.
 type Query struct {
-	Submitted   *QuerySubmitted
-	Started     bool
-	Answers     map[string]ModelAnswered
-	Failures    map[string]ModelFailed
-	Synthesis   *Synthesized
-	Status      string
-	LastSeq     uint64
-	FailureCode string
+	Submitted *QuerySubmitted
+	Started   bool
+	Answers   map[string]ModelAnswered
+	Failures  map[string]ModelFailed
+	Synthesis *Synthesized
+	// The steps of justify and verify.
+	Revisions     map[string]ModelRevised
+	Disagreements *DisagreementsFound
+	Extracted     map[string]ClaimsExtracted
+	Merged        *ClaimsMerged
+	Evidence      []EvidenceRetrieved
+	Assessed      map[string]ClaimsAssessed
+	Verdicts      *VerdictsGiven
+	// StepFailures are the steps the query went on without, by StepFailed.Key.
+	StepFailures map[string]StepFailed
+	Status       string
+	LastSeq      uint64
+	FailureCode  string
 	// Calls are the model calls that reported usage, identified by the id of
 	// the event that recorded them: what the ledger charges.
 	Calls   []Call
@@ -215,25 +237,46 @@ type Call struct {
 // Apply folds one stored event into the query.
 func (q *Query) Apply(r Record) {
 	q.LastSeq = r.Seq
+	if m, ok := r.Event.(Metered); ok {
+		if model, usage, cost := m.Metering(); usage != (Usage{}) {
+			q.Calls = append(q.Calls, Call{ID: r.Envelope.ID, Model: model, Usage: usage, CostMicros: cost})
+		}
+	}
 	switch e := r.Event.(type) {
 	case QuerySubmitted:
 		q.Submitted = &e
 		q.Status = StatusQueued
 		q.Answers = map[string]ModelAnswered{}
 		q.Failures = map[string]ModelFailed{}
+		q.Revisions = map[string]ModelRevised{}
+		q.Extracted = map[string]ClaimsExtracted{}
+		q.Assessed = map[string]ClaimsAssessed{}
+		q.StepFailures = map[string]StepFailed{}
 	case QueryStarted:
 		q.Started = true
 		q.Status = StatusRunning
 	case ModelAnswered:
 		q.Answers[e.Model.Key()] = e
-		q.Calls = append(q.Calls, Call{ID: r.Envelope.ID, Model: e.Model, Usage: e.Usage, CostMicros: e.CostMicros})
 	case ModelFailed:
 		q.Failures[e.Model.Key()] = e
+	case ModelRevised:
+		q.Revisions[e.Model.Key()] = e
+	case DisagreementsFound:
+		q.Disagreements = &e
+	case ClaimsExtracted:
+		q.Extracted[e.Model.Key()] = e
+	case ClaimsMerged:
+		q.Merged = &e
+	case EvidenceRetrieved:
+		q.Evidence = append(q.Evidence, e)
+	case ClaimsAssessed:
+		q.Assessed[e.Model.Key()] = e
+	case VerdictsGiven:
+		q.Verdicts = &e
+	case StepFailed:
+		q.StepFailures[e.Key()] = e
 	case Synthesized:
 		q.Synthesis = &e
-		if e.Usage != (Usage{}) {
-			q.Calls = append(q.Calls, Call{ID: r.Envelope.ID, Model: e.Model, Usage: e.Usage, CostMicros: e.CostMicros})
-		}
 	case CreditsSettled:
 		q.Settled = &e
 	case QueryCompleted:
@@ -270,4 +313,18 @@ func (q *Query) Answered() []ModelAnswered {
 		}
 	}
 	return out
+}
+
+// Clone returns a copy of q that applying events to leaves q as it is.
+func (q *Query) Clone() *Query {
+	c := *q
+	c.Answers = maps.Clone(q.Answers)
+	c.Failures = maps.Clone(q.Failures)
+	c.Revisions = maps.Clone(q.Revisions)
+	c.Extracted = maps.Clone(q.Extracted)
+	c.Assessed = maps.Clone(q.Assessed)
+	c.StepFailures = maps.Clone(q.StepFailures)
+	c.Evidence = slices.Clone(q.Evidence)
+	c.Calls = slices.Clone(q.Calls)
+	return &c
 }

@@ -13,23 +13,22 @@ import (
 
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/modes"
 )
 
-// Estimation constants: the framing a call adds around the prompt, the
-// synthesis instructions, and the margin a reservation keeps above the
-// estimate so that a real cost rarely exceeds it.
+// Estimation constants: the framing a call adds around its input, the
+// heading of each answer quoted in a prompt, and the margin a reservation
+// keeps above the estimate so that a real cost rarely exceeds it.
 const (
-	framingTokens        = 4
-	synthesisPromptTok   = 110
-	perAnswerHeadingTok  = 12
-	synthesisOutputRatio = 0.5 // of the answers' expected output
+	framingTokens       = 4
+	perAnswerHeadingTok = 12
 	// MarginPercent is the margin a reservation keeps above the estimate.
 	MarginPercent = 25
 )
 
 // Call is one model call of an estimate.
 type Call struct {
-	Role         string // "answer" or "synthesis"
+	Role         string // a step of the mode: answer, synthesize, revise, research, …
 	Model        events.ModelRef
 	InputTokens  int
 	OutputTokens int
@@ -48,29 +47,40 @@ type Estimator struct {
 	Catalog *catalog.Catalog
 }
 
-// Estimate prices a query of mode over the selected models. unify is each
-// model answering once and the first one synthesizing (when more than one
-// runs). Input tokens are counted with tiktoken for OpenAI-family models and
-// approximated as one token per four bytes for the others; outputs are each
-// model's expected answer length. A customer-owned model costs nothing.
+// Estimate prices a query of mode over the selected models: every call the
+// mode's pipeline makes (modes.Plan), each model answering at its expected
+// length, the calls of the whole query made by the first selected model.
+// Input tokens are counted with tiktoken for OpenAI-family models and
+// approximated as one token per four bytes for the others. A
+// customer-owned model costs nothing.
 func (e *Estimator) Estimate(mode, prompt string, selected []events.ModelRef) Estimate {
 	var out Estimate
-	var answersOut int
+	if len(selected) == 0 {
+		return out
+	}
+	var answerLen float64 // the mean expected answer of the selected models
 	for _, m := range selected {
 		model, _ := e.Catalog.Model(m.Provider, m.ModelID)
-		in := countTokens(model.Tokenizer, prompt) + framingTokens
-		c := Call{Role: "answer", Model: m, InputTokens: in, OutputTokens: model.ExpectedOutput}
-		c.Micros = price(m, model, c.InputTokens, c.OutputTokens)
-		answersOut += model.ExpectedOutput
-		out.Calls = append(out.Calls, c)
+		answerLen += float64(model.ExpectedOutput) / float64(len(selected))
 	}
-	if len(selected) > 1 {
-		m := selected[0]
-		model, _ := e.Catalog.Model(m.Provider, m.ModelID)
-		in := synthesisPromptTok + countTokens(model.Tokenizer, prompt) + answersOut + perAnswerHeadingTok*len(selected)
-		c := Call{Role: "synthesis", Model: m, InputTokens: in, OutputTokens: int(float64(answersOut) * synthesisOutputRatio)}
-		c.Micros = price(m, model, c.InputTokens, c.OutputTokens)
-		out.Calls = append(out.Calls, c)
+	for _, step := range modes.Plan(mode, len(selected)) {
+		callers := selected[:1]
+		if step.Each {
+			callers = selected
+		}
+		for _, m := range callers {
+			model, _ := e.Catalog.Model(m.Provider, m.ModelID)
+			in := framingTokens + step.Context + int(step.Answers*(answerLen+perAnswerHeadingTok))
+			if step.Instructions != "" {
+				in += countTokens(model.Tokenizer, step.Instructions)
+			}
+			if step.Prompt {
+				in += countTokens(model.Tokenizer, prompt)
+			}
+			c := Call{Role: step.Role, Model: m, InputTokens: in, OutputTokens: int(step.Output * float64(model.ExpectedOutput))}
+			c.Micros = price(m, model, c.InputTokens, c.OutputTokens)
+			out.Calls = append(out.Calls, c)
+		}
 	}
 	var sum int64
 	for _, c := range out.Calls {

@@ -34,11 +34,14 @@ type Result struct {
 	Answer          *events.Answer `json:"answer,omitempty"`
 	Models          []ModelResult  `json:"models"`
 	Synthesis       *Synthesis     `json:"synthesis,omitempty"`
-	Credits         QueryCredits   `json:"credits"`
-	Error           *ResultError   `json:"error,omitempty"`
-	CreatedAt       time.Time      `json:"created_at"`
-	StartedAt       *time.Time     `json:"started_at,omitempty"`
-	CompletedAt     *time.Time     `json:"completed_at,omitempty"`
+	// Justify and Verify are the blocks of their modes, null in the others.
+	Justify     *JustifyResult `json:"justify"`
+	Verify      *VerifyResult  `json:"verify"`
+	Credits     QueryCredits   `json:"credits"`
+	Error       *ResultError   `json:"error,omitempty"`
+	CreatedAt   time.Time      `json:"created_at"`
+	StartedAt   *time.Time     `json:"started_at,omitempty"`
+	CompletedAt *time.Time     `json:"completed_at,omitempty"`
 }
 
 // QueryCredits is what a query was estimated to cost and was charged, in
@@ -88,6 +91,56 @@ type Synthesis struct {
 	LatencyMS int64        `json:"latency_ms"`
 }
 
+// JustifyResult is the justify block: each model's answer per round, and
+// the disagreements of the rounds.
+type JustifyResult struct {
+	Rounds        []Round               `json:"rounds"`
+	Disagreements []events.Disagreement `json:"disagreements"`
+	// Missing says what the result lacks because a step failed.
+	Missing []string `json:"missing"`
+}
+
+// Round is one round of a deliberation.
+type Round struct {
+	Round   int           `json:"round"`
+	Answers []RoundAnswer `json:"answers"`
+}
+
+// RoundAnswer is one model's answer in a round. Changed, in the rounds
+// after the first, is whether the model says it changed a position.
+type RoundAnswer struct {
+	Model   string `json:"model"`
+	ModelID string `json:"model_id"`
+	Answer  string `json:"answer"`
+	Changed *bool  `json:"changed,omitempty"`
+}
+
+// VerifyResult is the verify block: a verdict per claim.
+type VerifyResult struct {
+	Claims []VerifiedClaim `json:"claims"`
+	// Missing says what the result lacks because a step failed.
+	Missing []string `json:"missing"`
+}
+
+// VerifiedClaim is one claim with its evidence, its judgements and its
+// verdict. Verdict and Confidence are null until the cross-check ends.
+type VerifiedClaim struct {
+	ID          string            `json:"id"`
+	Text        string            `json:"text"`
+	Verdict     *string           `json:"verdict"`
+	Confidence  *float64          `json:"confidence"`
+	Sources     []events.Citation `json:"sources"`
+	AssertedBy  []string          `json:"asserted_by"`
+	Assessments []ClaimAssessment `json:"assessments"`
+}
+
+// ClaimAssessment is one model's judgement of a claim.
+type ClaimAssessment struct {
+	Model     string `json:"model"`
+	Verdict   string `json:"verdict"`
+	Rationale string `json:"rationale"`
+}
+
 // ResultError is the error of a failed query.
 type ResultError struct {
 	Code    string `json:"code"`
@@ -118,9 +171,19 @@ func (d *QueryDoc) Apply(r events.Record) {
 				Simulated: m.Simulated, Status: ModelPending, Citations: []events.Citation{},
 			})
 		}
+		switch e.Mode {
+		case events.ModeJustify:
+			res.Justify = &JustifyResult{Rounds: []Round{}, Disagreements: []events.Disagreement{}, Missing: []string{}}
+		case events.ModeVerify:
+			res.Verify = &VerifyResult{Claims: []VerifiedClaim{}, Missing: []string{}}
+		}
 	case events.QueryStarted:
 		res.Status, res.StartedAt = events.StatusRunning, &at
-		res.advance(events.StageRunningModels, 5)
+		stage := events.StageRunningModels
+		if res.Mode == events.ModeVerify {
+			stage = events.StageResearching
+		}
+		res.advance(stage, 5)
 	case events.ModelAnswered:
 		if m := res.model(e.Model); m != nil {
 			usage := e.Usage
@@ -130,15 +193,20 @@ func (d *QueryDoc) Apply(r events.Record) {
 				m.Citations = e.Citations
 			}
 		}
-		res.advance(events.StageRunningModels, res.modelsPercent())
+		if res.Justify != nil {
+			res.Justify.round(1).Answers = append(res.Justify.round(1).Answers, RoundAnswer{Model: e.Model.Key(), ModelID: e.Model.ModelID, Answer: e.Answer})
+		}
+		res.advanceModels()
 	case events.ModelFailed:
 		if m := res.model(e.Model); m != nil {
 			m.Status, m.LatencyMS = ModelFailed, e.LatencyMS
 			m.Error = &ModelError{Class: e.Class, Message: e.Message, UpstreamStatus: e.UpstreamStatus}
 		}
-		res.advance(events.StageRunningModels, res.modelsPercent())
+		res.advanceModels()
 	case events.ProgressReported:
 		res.advance(e.Stage, e.Percent)
+	default:
+		res.applyStep(r)
 	case events.Synthesized:
 		answer := e.Answer
 		res.Answer = &answer
@@ -174,8 +242,16 @@ func (r *Result) model(ref events.ModelRef) *ModelResult {
 	return nil
 }
 
-// modelsPercent spreads the model stage over 5..85 percent.
-func (r *Result) modelsPercent() int {
+// advanceModels moves progress as the models answer: over 5..85 percent in
+// unify, 5..40 in justify, and 5..35, researching, in verify.
+func (r *Result) advanceModels() {
+	stage, top := events.StageRunningModels, 85
+	switch r.Mode {
+	case events.ModeJustify:
+		top = 40
+	case events.ModeVerify:
+		stage, top = events.StageResearching, 35
+	}
 	done := 0
 	for _, m := range r.Models {
 		if m.Status != ModelPending {
@@ -183,9 +259,10 @@ func (r *Result) modelsPercent() int {
 		}
 	}
 	if len(r.Models) == 0 {
-		return 85
+		r.advance(stage, top)
+		return
 	}
-	return 5 + 80*done/len(r.Models)
+	r.advance(stage, 5+(top-5)*done/len(r.Models))
 }
 
 // Terminal reports whether the result is final.
@@ -212,6 +289,31 @@ func Describe(r events.Record) string {
 		return "one answer synthesized"
 	case events.CreditsSettled:
 		return "charged " + events.FormatCredits(e.ChargedMicros) + " credits"
+	case events.ModelRevised:
+		if e.Changed {
+			return e.Model.Key() + " revised its answer"
+		}
+		return e.Model.Key() + " kept its answer after reading the others"
+	case events.DisagreementsFound:
+		return fmt.Sprintf("%d disagreements found", len(e.Disagreements))
+	case events.ClaimsExtracted:
+		return fmt.Sprintf("%d claims extracted from %s's answer", len(e.Claims), e.Model.Key())
+	case events.ClaimsMerged:
+		return fmt.Sprintf("%d claims to check", len(e.Claims))
+	case events.EvidenceRetrieved:
+		if e.Error != "" {
+			return "a search failed: " + e.Error
+		}
+		if e.ClaimID == "" {
+			return fmt.Sprintf("%d search results for the research", len(e.Sources))
+		}
+		return fmt.Sprintf("%d sources found for claim %s", len(e.Sources), e.ClaimID)
+	case events.ClaimsAssessed:
+		return fmt.Sprintf("%s cross-checked %d claims", e.Model.Key(), len(e.Assessments))
+	case events.VerdictsGiven:
+		return fmt.Sprintf("verdicts given on %d claims", len(e.Verdicts))
+	case events.StepFailed:
+		return StepFailure(e)
 	}
 	return ""
 }

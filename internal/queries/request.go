@@ -18,9 +18,9 @@ import (
 
 // Modes of spec 1.4.
 const (
-	ModeUnify   = "unify"
-	ModeJustify = "justify"
-	ModeVerify  = "verify"
+	ModeUnify   = events.ModeUnify
+	ModeJustify = events.ModeJustify
+	ModeVerify  = events.ModeVerify
 )
 
 // MaxPromptBytes is the prompt limit of spec 2.1: 32 KB.

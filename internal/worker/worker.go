@@ -298,14 +298,9 @@ func (e *emitter) emit(ctx context.Context, ev events.Event) error {
 	if err != nil {
 		return err
 	}
-	if e.onCall != nil {
-		switch c := ev.(type) {
-		case events.ModelAnswered:
-			e.onCall(ctx, events.Call{ID: env.ID, Model: c.Model, Usage: c.Usage})
-		case events.Synthesized:
-			if c.Usage != (events.Usage{}) {
-				e.onCall(ctx, events.Call{ID: env.ID, Model: c.Model, Usage: c.Usage})
-			}
+	if m, ok := ev.(events.Metered); ok && e.onCall != nil {
+		if model, usage, _ := m.Metering(); usage != (events.Usage{}) {
+			e.onCall(ctx, events.Call{ID: env.ID, Model: model, Usage: usage})
 		}
 	}
 	return nil

@@ -65,7 +65,7 @@ func TestTwoWorkersOnOneJob(t *testing.T) {
 	led := &fakeLedger{debits: map[string]int{}}
 	newWorker := func() *Worker {
 		return &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
-			Modes: map[string]Mode{"unify": &modes.Unify{Providers: set}}}
+			Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: set}}}}
 	}
 	id := "req_01M80000000000000000000001"
 	var models []events.ModelRef
@@ -116,7 +116,7 @@ func TestResumeAfterSettlementRunsNothing(t *testing.T) {
 	c := &counted{inner: simulated.New("provider_a", 0)}
 	led := &fakeLedger{debits: map[string]int{}}
 	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
-		Modes: map[string]Mode{"unify": &modes.Unify{Providers: providers.Set{"provider_a": c}}}}
+		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{"provider_a": c}}}}}
 	id := "req_01M80000000000000000000002"
 	failed := events.QueryFailed{Code: "aggregation_failed", Message: "the synthesis failed"}
 	for _, ev := range []events.Event{

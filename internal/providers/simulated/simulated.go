@@ -5,10 +5,12 @@
 // providers disagree on purpose so conflicts are exercised. Everything it says
 // is labelled as simulated.
 //
-// Its answers are lines "- topic: position". Asked for a synthesis (schema name
-// "synthesis"), it reads those lines from the answers in the prompt, groups
-// them by topic and reports every topic with differing positions as a conflict,
-// resolved by majority when there is one.
+// It plays each step by the request's Purpose. Its answers are lines
+// "- topic: position". Asked for a synthesis, it reads those lines from the
+// answers in the prompt, groups them by topic and reports every topic with
+// differing positions as a conflict, resolved by majority when there is one.
+// The steps of justify and verify are in steps.go, the facts its research
+// answers state (and the false ones it plants) in facts.go.
 package simulated
 
 import (
@@ -23,9 +25,6 @@ import (
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/providers"
 )
-
-// SchemaSynthesis is the schema name of the unify synthesis step.
-const SchemaSynthesis = "synthesis"
 
 // Client is one simulated provider.
 type Client struct {
@@ -59,14 +58,34 @@ func (c *Client) Complete(ctx context.Context, req providers.Request) (providers
 	for _, m := range req.Messages {
 		in += len(m.Content)
 	}
-	if req.Schema != nil && req.Schema.Name == SchemaSynthesis {
-		out, err := json.Marshal(synthesize(last(req.Messages)))
+	input := last(req.Messages)
+	var out any
+	switch req.Purpose {
+	case providers.PurposeSynthesize:
+		out = synthesize(input)
+	case providers.PurposeRevise:
+		out = c.revise(input)
+	case providers.PurposeFindDisagreements:
+		out = findDisagreements(input)
+	case providers.PurposeRewrite:
+		out = rewrite(input)
+	case providers.PurposeExtractClaims:
+		out = extractClaims(input)
+	case providers.PurposeMergeClaims:
+		out = mergeClaims(input)
+	case providers.PurposeAssessClaims:
+		out = c.assess(input)
+	case providers.PurposeResearch:
+		resp.Text = c.research(req.Model, input)
+	default:
+		resp.Text = c.answer(req.Model, input)
+	}
+	if out != nil {
+		raw, err := json.Marshal(out)
 		if err != nil {
 			return resp, err
 		}
-		resp.JSON, resp.Text = out, string(out)
-	} else {
-		resp.Text = c.answer(req.Model, last(req.Messages))
+		resp.JSON, resp.Text = raw, string(raw)
 	}
 	resp.Usage = events.Usage{InputTokens: tokens(in), OutputTokens: tokens(len(resp.Text))}
 	resp.Latency = time.Since(start)

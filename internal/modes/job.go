@@ -1,0 +1,232 @@
+// Package modes holds the mode pipelines: unify, justify and verify. Each
+// runs a query from its events onward: steps already recorded are not run
+// again, so a redelivered job resumes where the last worker stopped.
+package modes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/providers"
+)
+
+// Emit appends one event of the query being run.
+type Emit func(ctx context.Context, ev events.Event) error
+
+// Models makes the model calls of every mode.
+type Models struct {
+	// Providers serve the calls; retries, timeouts and the validation of
+	// structured output are theirs.
+	Providers providers.Set
+	// Price is the metered cost of a call's usage, in micro-credits.
+	Price func(events.ModelRef, events.Usage) int64
+}
+
+// meter is what a call reported and cost.
+type meter struct {
+	Usage      events.Usage
+	LatencyMS  int64
+	CostMicros int64
+}
+
+func (m *Models) complete(ctx context.Context, ref events.ModelRef, req providers.Request) (providers.Response, error) {
+	p, ok := m.Providers[ref.Provider]
+	if !ok {
+		return providers.Response{}, &providers.Error{Class: providers.ClassBadRequest, Message: "no backend is configured for " + ref.Provider}
+	}
+	req.Model = ref.ModelID
+	start := time.Now()
+	resp, err := p.Complete(ctx, req)
+	if resp.Latency == 0 {
+		resp.Latency = time.Since(start)
+	}
+	return resp, err
+}
+
+func (m *Models) meter(ref events.ModelRef, resp providers.Response) meter {
+	var cost int64
+	if m.Price != nil {
+		cost = m.Price(ref, resp.Usage)
+	}
+	return meter{Usage: resp.Usage, LatencyMS: resp.Latency.Milliseconds(), CostMicros: cost}
+}
+
+// ask runs a call that must answer with a JSON object valid for schema and
+// decodes it into out.
+func (m *Models) ask(ctx context.Context, ref events.ModelRef, purpose, instructions, input string, schema *providers.Schema, out any) (meter, error) {
+	resp, err := m.complete(ctx, ref, providers.Request{
+		Purpose: purpose,
+		Messages: []providers.Message{
+			{Role: providers.RoleSystem, Content: instructions},
+			{Role: providers.RoleUser, Content: input},
+		},
+		Schema: schema,
+	})
+	if err != nil {
+		return meter{}, err
+	}
+	raw := resp.JSON
+	if raw == nil {
+		raw = json.RawMessage(resp.Text)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return meter{}, &providers.Error{Class: providers.ClassInvalidOutput, Message: fmt.Sprintf("the output is not the %s JSON: %v", schema.Name, err)}
+	}
+	return m.meter(ref, resp), nil
+}
+
+// stepFailed records why a step of model ref is missing.
+func stepFailed(step string, ref *events.ModelRef, err error) events.StepFailed {
+	e := providers.Classify(err)
+	return events.StepFailed{Step: step, Model: ref, Class: e.Class, Message: e.Message, UpstreamStatus: e.Status}
+}
+
+// job is one run of a query: the query as recorded so far, this run's
+// events included, shared by the goroutines of the run.
+type job struct {
+	emit Emit
+
+	mu sync.Mutex
+	q  *events.Query
+}
+
+func newJob(q *events.Query, emit Emit) *job {
+	return &job{q: q.Clone(), emit: emit}
+}
+
+// record appends ev and applies it to the job's query.
+func (j *job) record(ctx context.Context, ev events.Event) error {
+	if err := j.emit(ctx, ev); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.q.Apply(events.Record{Event: ev})
+	return nil
+}
+
+// recordOutcome records what a call made under ctx produced. A call that
+// completed is recorded even when ctx has ended meanwhile, so that it is
+// neither made again nor left uncharged; an outcome that ctx cut short is
+// not recorded, and ctx's error is returned.
+func (j *job) recordOutcome(ctx context.Context, ev events.Event, completed bool) error {
+	if ctx.Err() != nil {
+		if !completed {
+			return ctx.Err()
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+	}
+	return j.record(ctx, ev)
+}
+
+// read runs fn on the query under the job's lock.
+func (j *job) read(fn func(q *events.Query)) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	fn(j.q)
+}
+
+// progress records a stage change.
+func (j *job) progress(ctx context.Context, stage string, percent int, message string) error {
+	return j.record(ctx, events.ProgressReported{Stage: stage, Percent: percent, Message: message})
+}
+
+// start records that the query runs, once.
+func (j *job) start(ctx context.Context) error {
+	if j.q.Started {
+		return nil
+	}
+	return j.record(ctx, events.QueryStarted{})
+}
+
+// each runs fn for every item at once, the last on this goroutine (one
+// goroutine fewer per step), and joins the errors.
+func each[T any](items []T, fn func(T) error) error {
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs error
+	)
+	for i, it := range items {
+		run := func() {
+			if err := fn(it); err != nil {
+				mu.Lock()
+				errs = errors.Join(errs, err)
+				mu.Unlock()
+			}
+		}
+		if i == len(items)-1 {
+			run()
+		} else {
+			wg.Go(run)
+		}
+	}
+	wg.Wait()
+	return errs
+}
+
+// answerAll has every model that has neither answered nor failed answer at
+// once through call, recording each outcome as it comes, every retried
+// attempt included.
+func (j *job) answerAll(ctx context.Context, call func(ctx context.Context, m events.ModelRef) events.Event) error {
+	var pending []events.ModelRef
+	j.read(func(q *events.Query) { pending = q.Pending() })
+	err := each(pending, func(m events.ModelRef) error {
+		ctx := providers.WithAttemptObserver(ctx, func(attempt int, f *providers.Error, wait time.Duration) {
+			_ = j.record(ctx, events.ModelRetried{Model: m, Attempt: attempt, Class: f.Class, Message: f.Message, UpstreamStatus: f.Status, RetryInMS: wait.Milliseconds()})
+		})
+		ev := call(ctx, m)
+		_, answered := ev.(events.ModelAnswered)
+		return j.recordOutcome(ctx, ev, answered)
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// answered returns the answers in selection order, or the provider_error
+// ending when no model answered.
+func (j *job) answered() ([]events.ModelAnswered, events.Event) {
+	var answers []events.ModelAnswered
+	var failures []string
+	j.read(func(q *events.Query) {
+		answers = q.Answered()
+		for _, m := range q.Submitted.Models {
+			if f, ok := q.Failures[m.Key()]; ok {
+				failures = append(failures, fmt.Sprintf("%s: %s", m.Key(), f.Class))
+			}
+		}
+	})
+	if len(answers) == 0 {
+		return nil, events.QueryFailed{Code: apperr.ProviderError, Message: "every selected model failed: " + strings.Join(failures, "; ")}
+	}
+	return answers, nil
+}
+
+// answer is a model's plain answer to the question.
+func (m *Models) answer(ctx context.Context, ref events.ModelRef, prompt string) events.Event {
+	resp, err := m.complete(ctx, ref, providers.Request{
+		Purpose:  providers.PurposeAnswer,
+		Messages: []providers.Message{{Role: providers.RoleUser, Content: prompt}},
+	})
+	if err != nil {
+		return failed(ref, resp, err)
+	}
+	mt := m.meter(ref, resp)
+	return events.ModelAnswered{Model: ref, Answer: resp.Text, Citations: resp.Citations, Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}
+}
+
+func failed(ref events.ModelRef, resp providers.Response, err error) events.ModelFailed {
+	e := providers.Classify(err)
+	return events.ModelFailed{Model: ref, Class: e.Class, Message: e.Message, UpstreamStatus: e.Status, LatencyMS: resp.Latency.Milliseconds()}
+}

@@ -1,0 +1,153 @@
+package modes
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/providers"
+)
+
+func TestAggregate(t *testing.T) {
+	claims := []events.Claim{{ID: "c1"}}
+	sourced := []events.EvidenceRetrieved{{ClaimID: "c1", Sources: []events.Citation{{URL: "u"}}}}
+	judged := func(verdicts ...string) map[string]events.ClaimsAssessed {
+		out := map[string]events.ClaimsAssessed{}
+		for i, v := range verdicts {
+			out[string(rune('a'+i))] = events.ClaimsAssessed{Assessments: []events.Assessment{{ClaimID: "c1", Verdict: v}}}
+		}
+		return out
+	}
+	const s, r, u = events.VerdictSupported, events.VerdictRefuted, events.VerdictUnverifiable
+	tests := []struct {
+		name     string
+		evidence []events.EvidenceRetrieved
+		assessed map[string]events.ClaimsAssessed
+		verdict  string
+		conf     float64
+	}{
+		{"no judgement", sourced, nil, u, 0},
+		{"all support", sourced, judged(s, s, s), events.VerdictSupported, 1},
+		{"all refute", sourced, judged(r, r), events.VerdictRefuted, 1},
+		{"support and unverifiable", sourced, judged(s, u), events.VerdictSupported, 0.5},
+		{"only unverifiable", sourced, judged(u, u), u, 1},
+		{"split", sourced, judged(s, r), events.VerdictDisputed, 1},
+		{"two against one", sourced, judged(s, s, r), events.VerdictDisputed, 1},
+		{"three against one", sourced, judged(r, r, r, s), events.VerdictRefuted, 0.5},
+		{"without sources", nil, judged(r, r, r), events.VerdictRefuted, 0.5},
+	}
+	for _, tt := range tests {
+		got := Aggregate(claims, tt.evidence, tt.assessed)
+		if len(got) != 1 || got[0].Verdict != tt.verdict || got[0].Confidence != tt.conf {
+			t.Errorf("%s: got %+v, want %s with confidence %.2f", tt.name, got, tt.verdict, tt.conf)
+		}
+	}
+}
+
+// recorder answers every call with a fixed revision and keeps the prompts.
+type recorder struct {
+	mu      sync.Mutex
+	prompts []string
+}
+
+func (r *recorder) Complete(_ context.Context, req providers.Request) (providers.Response, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prompts = append(r.prompts, req.Messages[len(req.Messages)-1].Content)
+	return providers.Response{JSON: []byte(`{"answer":"revised","changed":false}`), Usage: events.Usage{InputTokens: 1, OutputTokens: 1}}, nil
+}
+
+// Round 2 shows each model the others' answers without their names, and in
+// an order that varies from query to query.
+func TestReviseAnonymisesAndShuffles(t *testing.T) {
+	rec := &recorder{}
+	m := &Justify{Models: Models{Providers: providers.Set{"provider_a": rec}}}
+	refs := []events.ModelRef{
+		{Provider: "provider_a", ModelID: "alpha-1"}, {Provider: "provider_b", ModelID: "beta-1"},
+		{Provider: "provider_c", ModelID: "gamma-1"}, {Provider: "provider_d", ModelID: "delta-1"},
+	}
+	var answers []events.ModelAnswered
+	for _, ref := range refs {
+		answers = append(answers, events.ModelAnswered{Model: ref, Answer: "As " + ref.ModelID + " of " + ref.Provider + ", I say " + ref.Provider[9:] + "."})
+	}
+	orders := map[string]bool{}
+	for i := range 12 {
+		sub := &events.QuerySubmitted{RequestID: "req_" + string(rune('a'+i)), Prompt: "q", Models: refs}
+		ev, ok := m.revise(context.Background(), sub, answers[0], answers)
+		if !ok {
+			t.Fatalf("revise: %+v", ev)
+		}
+		prompt := rec.prompts[len(rec.prompts)-1]
+		others := prompt[strings.Index(prompt, "random order:"):]
+		for _, name := range []string{"provider_b", "beta-1", "provider_c", "gamma-1", "provider_d", "delta-1", "provider_a"} {
+			if strings.Contains(others, name) {
+				t.Fatalf("the other answers name %s:\n%s", name, others)
+			}
+		}
+		var order []string
+		for _, tag := range []string{"I say b", "I say c", "I say d"} {
+			order = append(order, string(rune('0'+strings.Index(others, tag)/10)))
+		}
+		orders[strings.Join(order, ",")] = true
+	}
+	if len(orders) < 2 {
+		t.Fatalf("the other answers came in one order in 12 queries: %v", orders)
+	}
+}
+
+func TestCited(t *testing.T) {
+	sources := []events.Citation{{URL: "u1"}, {URL: "u2"}, {URL: "u3"}}
+	got := cited("A [2]. B [1][2]. C [9] [0].", sources)
+	if len(got) != 2 || got[0].URL != "u2" || got[1].URL != "u1" {
+		t.Fatalf("cited %v, want u2 then u1", got)
+	}
+}
+
+// FuzzCited: model text never makes the citation parser fail or cite a
+// source that was not given.
+func FuzzCited(f *testing.F) {
+	for _, s := range []string{"", "[1]", "a [2] b [3] [99] [-1] [01]", "[[1]]", "[1", "é [2]"} {
+		f.Add(s)
+	}
+	sources := []events.Citation{{URL: "u1"}, {URL: "u2"}}
+	f.Fuzz(func(t *testing.T, text string) {
+		for _, c := range cited(text, sources) {
+			if c.URL != "u1" && c.URL != "u2" {
+				t.Fatalf("cited %v", c)
+			}
+		}
+	})
+}
+
+func TestCleanClaims(t *testing.T) {
+	known := map[string]bool{"provider_a": true, "provider_b": true}
+	got := cleanClaims([]events.Claim{
+		{Text: " Everest is 8,849 m. ", AssertedBy: []string{"provider_a", "provider_a", "model_z"}, Queries: []string{"", "q1", "q2", "q3"}},
+		{Text: "made up", AssertedBy: []string{"model_z"}},
+		{Text: "", AssertedBy: []string{"provider_b"}},
+		{Text: "no queries", AssertedBy: []string{"provider_b"}},
+	}, known)
+	if len(got) != 2 {
+		t.Fatalf("kept %d claims: %+v", len(got), got)
+	}
+	if got[0].Text != "Everest is 8,849 m." || len(got[0].AssertedBy) != 1 || len(got[0].Queries) != queriesPerClaim {
+		t.Errorf("first claim %+v", got[0])
+	}
+	if len(got[1].Queries) != 1 || got[1].Queries[0] != "no queries" {
+		t.Errorf("a claim without queries is searched by its text: %+v", got[1])
+	}
+}
+
+func TestRankKeepsTheClaimsMostModelsMade(t *testing.T) {
+	m := &Verify{MaxClaims: 2}
+	got, dropped := m.rank([]events.Claim{
+		{Text: "one", AssertedBy: []string{"a"}},
+		{Text: "three", AssertedBy: []string{"a", "b", "c"}},
+		{Text: "two", AssertedBy: []string{"a", "b"}},
+	})
+	if dropped != 1 || len(got) != 2 || got[0].Text != "three" || got[0].ID != "c1" || got[1].Text != "two" || got[1].ID != "c2" {
+		t.Fatalf("rank: %+v, dropped %d", got, dropped)
+	}
+}

@@ -1,0 +1,184 @@
+package search
+
+import (
+	"path"
+	"regexp"
+	"strings"
+)
+
+// document is the text of one file of a corpus.
+type document struct {
+	Title      string   // empty: the file name stands in
+	URL        string   // empty: the corpus:// address stands in
+	Paragraphs []string // in reading order
+}
+
+// Formats the offline backend reads, by file extension.
+var extractors = map[string]func([]byte) (document, error){
+	".txt":      extractText,
+	".md":       extractMarkdown,
+	".markdown": extractMarkdown,
+	".html":     extractHTML,
+	".htm":      extractHTML,
+	".pdf":      extractPDF,
+}
+
+// extract returns the text of the file called name, or ok false when its
+// format is not one the offline backend reads.
+func extract(name string, data []byte) (doc document, ok bool, err error) {
+	fn, ok := extractors[strings.ToLower(path.Ext(name))]
+	if !ok {
+		return document{}, false, nil
+	}
+	doc, err = fn(data)
+	return doc, true, err
+}
+
+// frontMatter splits text into its front matter, a block at the very start
+// between lines of "---" (the closing line may also be "..."), and the rest.
+// It reads the block's top-level "key: value" lines only, with keys in lower
+// case and a value's surrounding quotes removed. Text without such a block
+// is all body, and fields is nil.
+func frontMatter(text string) (fields map[string]string, body string) {
+	text = strings.TrimPrefix(text, "\uFEFF")
+	first, rest, ok := strings.Cut(text, "\n")
+	if !ok || strings.TrimRight(first, " \t\r") != "---" {
+		return nil, text
+	}
+	fields = map[string]string{}
+	for rest != "" {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
+		line = strings.TrimRight(line, " \t\r")
+		if line == "---" || line == "..." {
+			return fields, rest
+		}
+		if line == "" || line[0] == ' ' || line[0] == '\t' || line[0] == '#' {
+			continue // nested values and comments
+		}
+		key, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		key = strings.ToLower(strings.TrimSpace(key))
+		if key == "" || fields[key] != "" {
+			continue
+		}
+		fields[key] = unquote(strings.TrimSpace(value))
+	}
+	return nil, text // never closed: not front matter
+}
+
+func unquote(s string) string {
+	if len(s) >= 2 && (s[0] == '"' || s[0] == '\'') && s[len(s)-1] == s[0] {
+		return strings.TrimSpace(s[1 : len(s)-1])
+	}
+	return s
+}
+
+// fromFrontMatter fills a document's title and URL from its front matter:
+// title, and source or else url.
+func fromFrontMatter(fields map[string]string) document {
+	doc := document{Title: oneLine(fields["title"]), URL: oneLine(fields["source"])}
+	if doc.URL == "" {
+		doc.URL = oneLine(fields["url"])
+	}
+	return doc
+}
+
+// extractText reads plain text: optional front matter, then paragraphs
+// separated by blank lines.
+func extractText(data []byte) (document, error) {
+	fields, body := frontMatter(string(data))
+	doc := fromFrontMatter(fields)
+	doc.Paragraphs = blankLineParagraphs(body)
+	return doc, nil
+}
+
+func blankLineParagraphs(text string) []string {
+	var paras []string
+	var cur []string
+	flush := func() {
+		if p := oneLine(strings.Join(cur, " ")); p != "" {
+			paras = append(paras, p)
+		}
+		cur = cur[:0]
+	}
+	for line := range strings.Lines(text) {
+		if strings.TrimSpace(line) == "" {
+			flush()
+			continue
+		}
+		cur = append(cur, line)
+	}
+	flush()
+	return paras
+}
+
+var (
+	mdHeading = regexp.MustCompile(`^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$`)
+	mdRule    = regexp.MustCompile(`^ {0,3}([-*_])(?:[ \t]*[-*_]){2,}[ \t]*$`)
+	mdFence   = regexp.MustCompile("^ {0,3}(```|~~~)")
+	mdBullet  = regexp.MustCompile(`^[ \t]*[-*+][ \t]+`)
+	mdQuote   = regexp.MustCompile(`^ {0,3}(?:>[ \t]?)+`)
+	mdLink    = regexp.MustCompile(`!?\[([^\]\n]*)\]\([^)\n]*\)`)
+	mdMarks   = strings.NewReplacer("**", "", "__", "", "`", "")
+)
+
+// extractMarkdown reads Markdown: optional front matter, then paragraphs
+// separated by blank lines, with every heading a paragraph of its own. The
+// title is the front matter's, else the first level-one heading's. Markup
+// that is not text is dropped: heading markers, bullets, quote marks,
+// emphasis, code marks, link targets. Numbered list markers stay: a line may
+// as well start with a number that is text.
+func extractMarkdown(data []byte) (document, error) {
+	fields, body := frontMatter(string(data))
+	doc := fromFrontMatter(fields)
+	var heading string
+	var cur []string
+	flush := func() {
+		if p := oneLine(strings.Join(cur, " ")); p != "" {
+			doc.Paragraphs = append(doc.Paragraphs, p)
+		}
+		cur = cur[:0]
+	}
+	inFence := false
+	for line := range strings.Lines(body) {
+		line = strings.TrimRight(line, "\r\n")
+		if mdFence.MatchString(line) {
+			flush()
+			inFence = !inFence
+			continue
+		}
+		if inFence {
+			cur = append(cur, line)
+			continue
+		}
+		if strings.TrimSpace(line) == "" || mdRule.MatchString(line) {
+			flush()
+			continue
+		}
+		if m := mdHeading.FindStringSubmatch(line); m != nil {
+			flush()
+			text := inlineMarkdown(m[2])
+			if heading == "" && len(m[1]) == 1 {
+				heading = oneLine(text)
+			}
+			cur = append(cur, text)
+			flush()
+			continue
+		}
+		line = mdQuote.ReplaceAllString(line, "")
+		line = mdBullet.ReplaceAllString(line, "")
+		cur = append(cur, inlineMarkdown(line))
+	}
+	flush()
+	if doc.Title == "" {
+		doc.Title = heading
+	}
+	return doc, nil
+}
+
+func inlineMarkdown(s string) string {
+	return mdMarks.Replace(mdLink.ReplaceAllString(s, "$1"))
+}

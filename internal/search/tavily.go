@@ -1,0 +1,109 @@
+package search
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+const (
+	tavilyBaseURL = "https://api.tavily.com"
+	tavilyPath    = "/search"
+	// The Tavily API refuses a query longer than 400 characters.
+	tavilyMaxChars = 400
+)
+
+// tavily searches the Tavily search API: POST {base_url}/search with a JSON
+// body and the key as a bearer token.
+type tavily struct {
+	endpoint *url.URL
+	key      string
+	client   *webClient
+}
+
+var _ Backend = (*tavily)(nil)
+
+// newTavily returns the backend; an empty baseURL means Tavily's public API.
+func newTavily(baseURL, key string, timeout time.Duration) (*tavily, error) {
+	if strings.TrimSpace(baseURL) == "" {
+		baseURL = tavilyBaseURL
+	}
+	u, err := endpoint(baseURL, tavilyPath)
+	if err != nil {
+		return nil, err
+	}
+	return &tavily{endpoint: u, key: key, client: newWebClient(NameTavily, timeout, key)}, nil
+}
+
+func (t *tavily) Name() string { return NameTavily }
+
+// tavilyRequest is the body of a basic search, which costs one API credit.
+type tavilyRequest struct {
+	Query       string `json:"query"`
+	MaxResults  int    `json:"max_results"`
+	SearchDepth string `json:"search_depth"`
+}
+
+// Search asks for min(limit, 20) results of a basic search; a query past
+// Tavily's length limit is shortened at a word boundary.
+func (t *tavily) Search(ctx context.Context, query string, limit int) ([]Result, error) {
+	if err := checkArgs(NameTavily, query, limit); err != nil {
+		return nil, err
+	}
+	payload, err := json.Marshal(tavilyRequest{
+		Query:       clipQuery(query, tavilyMaxChars, tavilyMaxChars),
+		MaxResults:  min(limit, maxWebResults),
+		SearchDepth: "basic",
+	})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.endpoint.String(), bytes.NewReader(payload))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Authorization", "Bearer "+t.key)
+	body, err := t.client.do(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	results, err := parseTavily(body, limit)
+	if err != nil {
+		return nil, t.client.malformed(body, err)
+	}
+	return results, nil
+}
+
+// tavilyResponse is the part of Tavily's JSON answer a search reads; Tavily
+// already orders the results by score.
+type tavilyResponse struct {
+	Results *[]struct {
+		Title   string `json:"title"`
+		URL     string `json:"url"`
+		Content string `json:"content"`
+	} `json:"results"`
+}
+
+// parseTavily reads Tavily's JSON answer; an answer without a results list
+// is not Tavily's, and an error.
+func parseTavily(body []byte, limit int) ([]Result, error) {
+	var r tavilyResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, err
+	}
+	if r.Results == nil {
+		return nil, errors.New("no results list")
+	}
+	hits := make([]Result, 0, len(*r.Results))
+	for _, h := range *r.Results {
+		hits = append(hits, Result{URL: h.URL, Title: h.Title, Snippet: h.Content})
+	}
+	return webResults(hits, limit), nil
+}
