@@ -439,7 +439,8 @@ func TestVerifyResumesAfterACrash(t *testing.T) {
 
 // The default prices make four standard models cost about 1 credit in
 // unify, 2.5 in justify and 5 in verify with the simulated backend's usage,
-// and the pre-flight estimate covers the charge.
+// and the pre-flight estimate covers the charge. Each mode's block is
+// populated in its mode only: unify populates neither.
 func TestModeCostsAreCalibrated(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -450,7 +451,41 @@ func TestModeCostsAreCalibrated(t *testing.T) {
 		charged := jsonPath(res, "credits", "charged").(float64)
 		estimated := jsonPath(res, "credits", "estimated").(float64)
 		t.Logf("%s: charged %.3f, estimated %.3f", mode, charged, estimated)
+		for _, block := range []string{"justify", "verify"} {
+			v, present := res[block]
+			must(t, present, "%s: the result has no %s key", mode, block)
+			must(t, (v != nil) == (block == mode), "%s: %s block %v", mode, block, v)
+		}
 		must(t, charged > 0.75*want && charged < 1.25*want, "%s charged %.3f, want about %.1f", mode, charged, want)
 		must(t, estimated >= charged, "%s estimated %.3f below the charge %.3f", mode, estimated, charged)
 	}
+}
+
+// A worker killed during the deliberation: after the restart no model
+// answers or revises twice, and the query completes.
+func TestJustifyResumesAfterACrash(t *testing.T) {
+	t.Parallel()
+	var crashed atomic.Bool
+	never := make(chan struct{})
+	defer close(never)
+	h := newHarness(t, withProviders(func() providers.Set {
+		set, _ := testProviders(func(key string, p *testProvider) {
+			if key == catalog.ProviderD && !crashed.Load() {
+				p.hold, p.holdPurpose = never, providers.PurposeRevise
+			}
+		})
+		return set
+	}))
+	key := h.newKey()
+	id := h.submit(key, map[string]any{"mode": "justify", "prompt": justifyPrompts[2]}).json(t)["request_id"].(string)
+	eventually(t, 30*time.Second, "three revisions", func() bool { return h.countEvents(id, "model_revised") == 3 })
+	crashed.Store(true)
+	h.restart(true)
+	res := h.wait(key, id, 60*time.Second)
+	must(t, res["status"] == "completed", "status %v", res["status"])
+	for name, want := range map[string]int{"model_answered": 4, "model_revised": 4, "disagreements_found": 1, "synthesized": 1} {
+		must(t, h.countEvents(id, name) == want, "%s appended %d times, want %d", name, h.countEvents(id, name), want)
+	}
+	rounds := asList(jsonPath(res, "justify", "rounds"))
+	must(t, len(rounds) == 2 && len(asList(asMap(rounds[1])["answers"])) == 4, "rounds %v", rounds)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/providers"
+	"github.com/crosscheck/crosscheck/internal/search"
 )
 
 func TestAggregate(t *testing.T) {
@@ -149,5 +150,50 @@ func TestRankKeepsTheClaimsMostModelsMade(t *testing.T) {
 	})
 	if dropped != 1 || len(got) != 2 || got[0].Text != "three" || got[0].ID != "c1" || got[1].Text != "two" || got[1].ID != "c2" {
 		t.Fatalf("rank: %+v, dropped %d", got, dropped)
+	}
+}
+
+// fixedSearch finds one source for every query.
+type fixedSearch struct{}
+
+func (fixedSearch) Name() string { return "offline" }
+func (fixedSearch) Search(context.Context, string, int) ([]search.Result, error) {
+	return []search.Result{{URL: "corpus://sample/a.md", Title: "A", Snippet: "Mount Everest is 8,849 metres tall."}}, nil
+}
+
+// A model that searches the web itself researches with its own search; the
+// others get the service's search results in their prompt.
+func TestResearchUsesNativeSearchWhereEnabled(t *testing.T) {
+	var mu sync.Mutex
+	requests := map[string]providers.Request{}
+	set := providers.Set{}
+	for _, key := range []string{"provider_a", "provider_b"} {
+		set[key] = providers.ProviderFunc(func(ctx context.Context, req providers.Request) (providers.Response, error) {
+			if req.Purpose == providers.PurposeResearch {
+				mu.Lock()
+				requests[key] = req
+				mu.Unlock()
+				return providers.Response{Text: "Everest is 8,849 m [1].", Usage: events.Usage{InputTokens: 1, OutputTokens: 1}}, nil
+			}
+			return providers.Response{}, &providers.Error{Class: providers.ClassServerError, Message: "only research here"}
+		})
+	}
+	m := &Verify{Models: Models{Providers: set}, Search: fixedSearch{}, NativeSearch: func(ref events.ModelRef) bool { return ref.Provider == "provider_a" }}
+	q := &events.Query{}
+	q.Apply(events.Record{Event: events.QuerySubmitted{RequestID: "req_1", Mode: events.ModeVerify, Prompt: "How tall is Everest?",
+		Models: []events.ModelRef{{Provider: "provider_a", ModelID: "a"}, {Provider: "provider_b", ModelID: "b"}}}})
+	j := newJob(q, func(context.Context, events.Event) error { return nil })
+	if err := m.research(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	native, service := requests["provider_a"], requests["provider_b"]
+	if !native.WebSearch || strings.Contains(native.Messages[1].Content, "Search results:") {
+		t.Errorf("provider_a: web search %v, prompt %q", native.WebSearch, native.Messages[1].Content)
+	}
+	if service.WebSearch || !strings.Contains(service.Messages[1].Content, "[1] A — corpus://sample/a.md") {
+		t.Errorf("provider_b: web search %v, prompt %q", service.WebSearch, service.Messages[1].Content)
+	}
+	if c := j.q.Answers["provider_b"].Citations; len(c) != 1 || c[0].URL != "corpus://sample/a.md" {
+		t.Errorf("provider_b's citations %v: want the source it cited as [1]", c)
 	}
 }
