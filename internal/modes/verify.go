@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
@@ -467,12 +468,12 @@ func (m *Verify) searchEvidence(ctx context.Context, j *job, claims []events.Cla
 	for _, e := range j.q.Evidence {
 		done[e.ClaimID+"\x00"+e.Query] = true
 	}
-	type search struct{ claim, query string }
-	var pending []search
+	type lookup struct{ claim, query string }
+	var pending []lookup
 	for _, c := range claims {
 		for _, q := range c.Queries {
 			if !done[c.ID+"\x00"+q] {
-				pending = append(pending, search{c.ID, q})
+				pending = append(pending, lookup{c.ID, q})
 			}
 		}
 	}
@@ -483,7 +484,7 @@ func (m *Verify) searchEvidence(ctx context.Context, j *job, claims []events.Cla
 		return err
 	}
 	slots := make(chan struct{}, searchesAtOnce)
-	return each(pending, func(s search) error {
+	return each(pending, func(s lookup) error {
 		slots <- struct{}{}
 		ev := m.searchOnce(ctx, s.claim, s.query, resultsPerQuery)
 		<-slots
@@ -623,10 +624,8 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8RuneStart(s[n]) {
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
 	return s[:n]
 }
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

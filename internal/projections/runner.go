@@ -28,8 +28,9 @@ type BatchHandler func(ctx context.Context, recs []events.Record) error
 
 // Runner feeds a handler every event of a stream in stream order, every
 // event already delivered (up to Batch) at once. Its position is a
-// checkpoint in the projections bucket, written after each applied batch;
-// a runner starts after its checkpoint.
+// checkpoint in the projections bucket, written after an applied batch at
+// most every checkpointEvery and when the runner stops; a runner starts
+// after its checkpoint.
 //
 // Events come from an ordered consumer: the client checks each delivery's
 // sequence and recreates the consumer after the last event it saw on any
@@ -48,6 +49,9 @@ type Runner struct {
 	Batch int
 	Log   zerolog.Logger
 }
+
+// checkpointEvery bounds how often a runner writes its checkpoint.
+const checkpointEvery = 200 * time.Millisecond
 
 // Run consumes until ctx ends.
 func (r *Runner) Run(ctx context.Context) error {
@@ -90,17 +94,26 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("consume %s: %w", r.Name, err)
 	}
 	defer cc.Stop()
-	apply := func(recs []events.Record, last uint64) error {
-		if len(recs) > 0 {
-			if err := r.HandleBatch(ctx, recs); err != nil {
-				return err
-			}
+	// The checkpoint is written at most every checkpointEvery, and when
+	// the runner stops: a checkpoint that lags only replays a few events
+	// the projections ignore by sequence.
+	var saved, applied uint64 = pos, pos
+	var savedAt time.Time
+	save := func(ctx context.Context) {
+		if applied == saved {
+			return
 		}
-		if _, err := r.Checkpoints.Put(ctx, r.Name, []byte(strconv.FormatUint(last, 10))); err != nil {
-			return fmt.Errorf("checkpoint %s: %w", r.Name, err)
+		if _, err := r.Checkpoints.Put(ctx, r.Name, []byte(strconv.FormatUint(applied, 10))); err != nil {
+			r.Log.Warn().Err(err).Str("consumer", r.Name).Msg("projection: checkpoint not written; it is written with the next batch")
+			return
 		}
-		return nil
+		saved, savedAt = applied, time.Now()
 	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		save(ctx)
+	}()
 	recs := make([]events.Record, 0, size)
 	for {
 		recs = recs[:0]
@@ -131,10 +144,13 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		}
 		if len(recs) > 0 {
-			last := recs[len(recs)-1].Seq
 			for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
-				err := apply(recs, last)
+				err := r.HandleBatch(ctx, recs)
 				if err == nil {
+					applied = recs[len(recs)-1].Seq
+					if time.Since(savedAt) >= checkpointEvery {
+						save(ctx)
+					}
 					break
 				}
 				r.Log.Warn().Err(err).Str("consumer", r.Name).Uint64("seq", recs[0].Seq).Msg("projection: retrying events")
