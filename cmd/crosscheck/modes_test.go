@@ -489,3 +489,34 @@ func TestJustifyResumesAfterACrash(t *testing.T) {
 	rounds := asList(jsonPath(res, "justify", "rounds"))
 	must(t, len(rounds) == 2 && len(asList(asMap(rounds[1])["answers"])) == 4, "rounds %v", rounds)
 }
+
+// The final answer failing ends justify and verify with aggregation_failed,
+// after their steps; a model failing its research leaves the others to go on.
+func TestFinalAnswerFailureAndAFailedResearch(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, withProviders(func() providers.Set {
+		set, _ := testProviders(func(key string, p *testProvider) {
+			switch key {
+			case catalog.ProviderA:
+				p.fail, p.failPurpose = &providers.Error{Class: providers.ClassServerError, Status: 503, Message: "overloaded"}, providers.PurposeRewrite
+			case catalog.ProviderD:
+				p.fail, p.failPurpose = &providers.Error{Class: providers.ClassAuthentication, Status: 401, Message: "bad key"}, providers.PurposeResearch
+			}
+		})
+		return set
+	}))
+	key := h.newKey()
+	for _, mode := range []string{"justify", "verify"} {
+		id := h.submit(key, map[string]any{"mode": mode, "prompt": verifyPrompts[0]}).json(t)["request_id"].(string)
+		res := h.wait(key, id, 60*time.Second)
+		must(t, res["status"] == "failed" && jsonPath(res, "error", "code") == "aggregation_failed", "%s: %v %v", mode, res["status"], res["error"])
+		must(t, res[mode] != nil, "%s: the block is kept on failure", mode)
+		if mode == "verify" {
+			must(t, jsonPath(res, "models").([]any)[3].(map[string]any)["status"] == "failed", "provider_d's research failed")
+			for _, c := range asList(jsonPath(res, "verify", "claims")) {
+				must(t, !slices.Contains(asList(asMap(c)["asserted_by"]), any("provider_d")), "a claim of provider_d, which did not answer")
+				must(t, asMap(c)["verdict"] != nil, "claims are judged before the final answer")
+			}
+		}
+	}
+}
