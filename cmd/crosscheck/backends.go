@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"sync"
+	"os"
+	"time"
 
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/config"
@@ -105,9 +107,10 @@ func (m *Main) backends(ctx context.Context) (*catalog.Catalog, providers.Set, m
 
 // searchBackend returns verify's search backend. A web backend whose
 // credential is missing falls back to the offline index, and the log says
-// so. The offline index is built on the first search, so a server that runs
-// no verify query never builds it.
-func (m *Main) searchBackend(s config.Search) search.Backend {
+// so; a corpus folder that is not a folder stops the start. The backend is
+// built in the background (indexing a large folder takes a while) and a
+// search waits for it up to the search timeout.
+func (m *Main) searchBackend(s config.Search) (search.Backend, error) {
 	key, err := s.Secret()
 	if err == nil && (s.Backend == config.SearchBrave || s.Backend == config.SearchTavily) && key == "" {
 		err = fmt.Errorf("no credential in %s%s", s.APIKeyEnv, s.APIKeyFile)
@@ -120,25 +123,49 @@ func (m *Main) searchBackend(s config.Search) search.Backend {
 	if cfg.Backend == "" {
 		cfg.Backend = search.NameOffline
 	}
-	m.Log.Info().Str("search", cfg.Backend).Str("corpus_dir", cfg.CorpusDir).Msg("search backend")
-	return &lazySearch{cfg: cfg}
+	if cfg.Backend == search.NameOffline && cfg.CorpusDir != "" {
+		if info, err := os.Stat(cfg.CorpusDir); err != nil || !info.IsDir() {
+			return nil, fmt.Errorf("search.corpus_dir %q is not a folder", cfg.CorpusDir)
+		}
+	}
+	b := &startingSearch{name: cfg.Backend, wait: cmp.Or(cfg.Timeout, search.DefaultTimeout), ready: make(chan struct{})}
+	go func() {
+		defer close(b.ready)
+		start := time.Now()
+		if b.backend, b.err = search.New(cfg); b.err != nil {
+			m.Log.Error().Err(b.err).Str("search", cfg.Backend).Msg("search backend failed to start: every verify search fails")
+			return
+		}
+		m.Log.Info().Str("search", cfg.Backend).Str("corpus_dir", cfg.CorpusDir).Dur("took", time.Since(start)).Msg("search backend ready")
+	}()
+	return b, nil
 }
 
-// lazySearch builds its backend on the first search; a backend that cannot
-// be built fails every search with that error.
-type lazySearch struct {
-	cfg     search.Config
-	once    sync.Once
+// startingSearch is a search backend being built in the background.
+type startingSearch struct {
+	name    string
+	wait    time.Duration
+	ready   chan struct{}
 	backend search.Backend
 	err     error
 }
 
-func (l *lazySearch) Name() string { return l.cfg.Backend }
+func (s *startingSearch) Name() string { return s.name }
 
-func (l *lazySearch) Search(ctx context.Context, query string, limit int) ([]search.Result, error) {
-	l.once.Do(func() { l.backend, l.err = search.New(l.cfg) })
-	if l.err != nil {
-		return nil, l.err
+// Search waits for the backend, as long as ctx and the search timeout
+// allow, then searches.
+func (s *startingSearch) Search(ctx context.Context, query string, limit int) ([]search.Result, error) {
+	t := time.NewTimer(s.wait)
+	defer t.Stop()
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: still starting: %w", s.name, ctx.Err())
+	case <-t.C:
+		return nil, fmt.Errorf("%s: still starting (indexing the corpus) after %s", s.name, s.wait)
 	}
-	return l.backend.Search(ctx, query, limit)
+	if s.err != nil {
+		return nil, s.err
+	}
+	return s.backend.Search(ctx, query, limit)
 }

@@ -187,7 +187,9 @@ func (m *Main) Open(ctx context.Context) error {
 		backends = m.Providers
 	}
 	if m.Search == nil {
-		m.Search = m.searchBackend(searchCfg)
+		if m.Search, err = m.searchBackend(searchCfg); err != nil {
+			return err
+		}
 	}
 	if m.RetryDelays == nil {
 		m.RetryDelays = providers.DefaultRetryDelays

@@ -112,11 +112,14 @@ func TestJustifyFindsPlantedDisagreements(t *testing.T) {
 		planted += len(want)
 		got := asList(j["disagreements"])
 		found += len(got)
+		reported := map[string]bool{}
 		conflicts := asList(jsonPath(res, "answer", "conflicts"))
 		must(t, len(conflicts) == len(got), "%q: %d conflicts for %d disagreements", prompt, len(conflicts), len(got))
 		for i, d := range got {
 			d := asMap(d)
 			topic := d["topic"].(string)
+			must(t, !reported[topic], "%q: topic %q reported twice", prompt, topic)
+			reported[topic] = true
 			if want[topic] {
 				correct++
 			}
@@ -519,4 +522,34 @@ func TestFinalAnswerFailureAndAFailedResearch(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A step that failed stays failed when the job is resumed: the extraction
+// of the disagreements is not tried again after a crash.
+func TestJustifyResumeKeepsAFailedStep(t *testing.T) {
+	t.Parallel()
+	var crashed atomic.Bool
+	never := make(chan struct{})
+	defer close(never)
+	h := newHarness(t, withProviders(func() providers.Set {
+		set, _ := testProviders(func(key string, p *testProvider) {
+			if key == catalog.ProviderA {
+				p.garble = providers.PurposeFindDisagreements
+				if !crashed.Load() {
+					p.hold, p.holdPurpose = never, providers.PurposeRewrite
+				}
+			}
+		})
+		return set
+	}))
+	key := h.newKey()
+	id := h.submit(key, map[string]any{"mode": "justify", "prompt": justifyPrompts[1]}).json(t)["request_id"].(string)
+	eventually(t, 30*time.Second, "the failed extraction", func() bool { return h.countEvents(id, "step_failed") == 1 })
+	crashed.Store(true)
+	h.restart(true)
+	res := h.wait(key, id, 60*time.Second)
+	must(t, res["status"] == "completed", "status %v", res["status"])
+	must(t, h.countEvents(id, "step_failed") == 1 && h.countEvents(id, "disagreements_found") == 0,
+		"step_failed %d, disagreements_found %d", h.countEvents(id, "step_failed"), h.countEvents(id, "disagreements_found"))
+	must(t, len(asList(jsonPath(res, "justify", "missing"))) == 1, "missing %v", jsonPath(res, "justify", "missing"))
 }

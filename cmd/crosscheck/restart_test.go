@@ -205,6 +205,12 @@ func TestReadModelRebuildsToIdenticalBytes(t *testing.T) {
 		}
 		ids = append(ids, h.submitOK(key, prompt))
 	}
+	// The blocks of justify and verify rebuild too.
+	for _, mode := range []string{"justify", "verify"} {
+		r := h.submit(key, map[string]any{"mode": mode, "prompt": "rebuild the moon and the Danube flaky"})
+		must(t, r.status == 202, "submit %s: %d %s", mode, r.status, r.body)
+		ids = append(ids, r.json(t)["request_id"].(string))
+	}
 	ctx := context.Background()
 	before := map[string][]byte{}
 	for _, id := range ids {

@@ -237,10 +237,8 @@ type Call struct {
 // Apply folds one stored event into the query.
 func (q *Query) Apply(r Record) {
 	q.LastSeq = r.Seq
-	if m, ok := r.Event.(Metered); ok {
-		if model, usage, cost := m.Metering(); usage != (Usage{}) {
-			q.Calls = append(q.Calls, Call{ID: r.Envelope.ID, Model: model, Usage: usage, CostMicros: cost})
-		}
+	if model, usage, cost, ok := Charged(r.Event); ok {
+		q.Calls = append(q.Calls, Call{ID: r.Envelope.ID, Model: model, Usage: usage, CostMicros: cost})
 	}
 	switch e := r.Event.(type) {
 	case QuerySubmitted:

@@ -26,6 +26,19 @@ type Metered interface {
 	Metering() (ModelRef, Usage, int64)
 }
 
+// Charged reports the call ev records for the ledger: every model answer
+// (a host may report no usage, and earlier builds charged those at zero),
+// and every other metered event that reports usage.
+func Charged(ev Event) (model ModelRef, usage Usage, cost int64, ok bool) {
+	m, metered := ev.(Metered)
+	if !metered {
+		return ModelRef{}, Usage{}, 0, false
+	}
+	model, usage, cost = m.Metering()
+	_, answer := ev.(ModelAnswered)
+	return model, usage, cost, answer || usage != (Usage{})
+}
+
 // Metering returns the answering call.
 func (e ModelAnswered) Metering() (ModelRef, Usage, int64) { return e.Model, e.Usage, e.CostMicros }
 

@@ -128,6 +128,23 @@ func (j *job) recordOutcome(ctx context.Context, ev events.Event, completed bool
 	return j.record(ctx, ev)
 }
 
+// failed reports whether step (of model ref, when not nil) was recorded as
+// failed.
+func (j *job) failed(step string, ref *events.ModelRef) bool {
+	var ok bool
+	j.read(func(q *events.Query) { _, ok = q.StepFailures[events.StepFailed{Step: step, Model: ref}.Key()] })
+	return ok
+}
+
+// note records a step failure once: a resumed job that recorded it already
+// does not record it again.
+func (j *job) note(ctx context.Context, ev events.StepFailed) error {
+	if j.failed(ev.Step, ev.Model) {
+		return nil
+	}
+	return j.recordOutcome(ctx, ev, true)
+}
+
 // read runs fn on the query under the job's lock.
 func (j *job) read(fn func(q *events.Query)) {
 	j.mu.Lock()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
@@ -111,7 +113,7 @@ func (m *Justify) Run(ctx context.Context, q *events.Query, emit Emit) (events.E
 		}
 		return events.QueryFailed{Code: apperr.AggregationFailed, Message: "the final answer failed: " + err.Error()}, nil
 	}
-	if err := j.record(ctx, syn); err != nil {
+	if err := j.recordOutcome(ctx, syn, true); err != nil {
 		return nil, err
 	}
 	return events.QueryCompleted{}, nil
@@ -121,22 +123,15 @@ func (m *Justify) Run(ctx context.Context, q *events.Query, emit Emit) (events.E
 // step once.
 func (m *Justify) deliberate(ctx context.Context, j *job, answers []events.ModelAnswered) error {
 	if len(answers) < 2 {
-		if _, noted := j.q.StepFailures[events.StepRevise]; noted {
-			return nil
-		}
-		return j.record(ctx, events.StepFailed{Step: events.StepRevise, Class: "not_enough_answers",
+		return j.note(ctx, events.StepFailed{Step: events.StepRevise, Class: "not_enough_answers",
 			Message: "only " + answers[0].Model.Key() + " answered, so there was no deliberation"})
 	}
 	var pending []events.ModelAnswered
-	j.read(func(q *events.Query) {
-		for _, a := range answers {
-			_, revised := q.Revisions[a.Model.Key()]
-			_, failed := q.StepFailures[events.StepFailed{Step: events.StepRevise, Model: &a.Model}.Key()]
-			if !revised && !failed {
-				pending = append(pending, a)
-			}
+	for _, a := range answers {
+		if _, revised := j.q.Revisions[a.Model.Key()]; !revised && !j.failed(events.StepRevise, &a.Model) {
+			pending = append(pending, a)
 		}
-	})
+	}
 	if len(pending) > 0 {
 		if err := j.progress(ctx, events.StageDeliberating, 45, "each model reads the others' answers, anonymised, and revises"); err != nil {
 			return err
@@ -148,10 +143,7 @@ func (m *Justify) deliberate(ctx context.Context, j *job, answers []events.Model
 			return err
 		}
 	}
-	if j.q.Disagreements != nil {
-		return nil
-	}
-	if _, failed := j.q.StepFailures[events.StepFindDisagreements]; failed {
+	if j.q.Disagreements != nil || j.failed(events.StepFindDisagreements, &answers[0].Model) {
 		return nil
 	}
 	if err := j.progress(ctx, events.StageDeliberating, 75, "extracting the disagreements and how they were resolved"); err != nil {
@@ -194,18 +186,28 @@ func (m *Justify) revise(ctx context.Context, sub *events.QuerySubmitted, a even
 		Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, true
 }
 
-// anonymise removes the names of the participating models from text: a
-// model that names itself in its answer is not named to the others.
+// brands are the names of model families and their vendors that an answer
+// may give of itself.
+var brands = regexp.MustCompile(`(?i)\b(?:chatgpt|gpt-?[\w.-]*|claude[\w.-]*|gemini[\w.-]*|mistral[\w.-]*|llama[\w.-]*|openai|anthropic|deepmind)\b`)
+
+// anonymise removes from text the names of the participating models (their
+// ids, BYOM ids and provider keys, in any case, longest first) and of the
+// common model families and vendors: a model that names itself in its answer
+// is not named to the others.
 func anonymise(text string, models []events.ModelRef) string {
-	var pairs []string
+	var names []string
 	for _, m := range models {
 		for _, name := range []string{m.ModelID, m.CustomModel, m.Provider} {
 			if name != "" {
-				pairs = append(pairs, name, "another model")
+				names = append(names, regexp.QuoteMeta(name))
 			}
 		}
 	}
-	return strings.NewReplacer(pairs...).Replace(text)
+	slices.SortFunc(names, func(a, b string) int { return len(b) - len(a) })
+	if len(names) > 0 {
+		text = regexp.MustCompile(`(?i)`+strings.Join(names, "|")).ReplaceAllString(text, "another model")
+	}
+	return brands.ReplaceAllString(text, "another model")
 }
 
 // finalAnswers returns each model's last answer: its revision, or its
@@ -243,16 +245,19 @@ func (m *Justify) findDisagreements(ctx context.Context, j *job, answers []event
 		return stepFailed(events.StepFindDisagreements, &ref, err), false
 	}
 	found := make([]events.Disagreement, 0, len(out.Disagreements))
+	topics := map[string]bool{}
 	for _, d := range out.Disagreements {
 		var positions []events.Stance
 		for _, p := range d.Positions {
-			if known[p.Model] { // a label the model made up is dropped
+			// A label the model made up is dropped, and so is a repeat.
+			if known[p.Model] && !slices.ContainsFunc(positions, func(s events.Stance) bool { return s.Model == p.Model }) {
 				positions = append(positions, p)
 			}
 		}
-		if len(positions) == 0 {
+		if len(positions) == 0 || topics[d.Topic] {
 			continue
 		}
+		topics[d.Topic] = true
 		d.Positions = positions
 		found = append(found, d)
 	}

@@ -197,3 +197,13 @@ func TestResearchUsesNativeSearchWhereEnabled(t *testing.T) {
 		t.Errorf("provider_b's citations %v: want the source it cited as [1]", c)
 	}
 }
+
+func TestAnonymiseRemovesBrandsInAnyCase(t *testing.T) {
+	refs := []events.ModelRef{{Provider: "provider_c", ModelID: "gemini-2.5-flash"}, {Provider: "provider_d", ModelID: "gemini-2.5-flash-lite"}}
+	got := anonymise("As Claude, made by Anthropic, I differ from GPT-4.1 (OpenAI), Gemini-2.5-FLASH-lite and PROVIDER_C.", refs)
+	for _, name := range []string{"claude", "anthropic", "gpt", "openai", "gemini", "flash", "lite", "provider"} {
+		if strings.Contains(strings.ToLower(got), name) {
+			t.Fatalf("%q still names %s", got, name)
+		}
+	}
+}

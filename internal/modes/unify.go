@@ -74,7 +74,7 @@ func (u *Unify) Run(ctx context.Context, q *events.Query, emit Emit) (events.Eve
 			}
 			return events.QueryFailed{Code: apperr.AggregationFailed, Message: "the synthesis failed: " + err.Error()}, nil
 		}
-		if err := j.record(ctx, syn); err != nil {
+		if err := j.recordOutcome(ctx, syn, true); err != nil {
 			return nil, err
 		}
 	}

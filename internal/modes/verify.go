@@ -147,7 +147,7 @@ func (m *Verify) Run(ctx context.Context, q *events.Query, emit Emit) (events.Ev
 		}
 		return events.QueryFailed{Code: apperr.AggregationFailed, Message: "the final answer failed: " + err.Error()}, nil
 	}
-	if err := j.record(ctx, syn); err != nil {
+	if err := j.recordOutcome(ctx, syn, true); err != nil {
 		return nil, err
 	}
 	return events.QueryCompleted{}, nil
@@ -216,7 +216,7 @@ func (m *Verify) researchSources(ctx context.Context, j *job) ([]events.Citation
 	}
 	query := truncate(j.q.Submitted.Prompt, 400)
 	ev := m.searchOnce(ctx, "", query, researchResults)
-	if err := j.recordOutcome(ctx, ev, true); err != nil {
+	if err := j.recordOutcome(ctx, ev, ev.Error == "" || ctx.Err() == nil); err != nil {
 		return nil, err
 	}
 	return ev.Sources, nil
@@ -267,8 +267,7 @@ func (m *Verify) extract(ctx context.Context, j *job, answers []events.ModelAnsw
 	var pending []events.ModelAnswered
 	for _, a := range answers {
 		_, done := j.q.Extracted[a.Model.Key()]
-		_, failed := j.q.StepFailures[events.StepFailed{Step: events.StepExtractClaims, Model: &a.Model}.Key()]
-		if !done && !failed {
+		if !done && !j.failed(events.StepExtractClaims, &a.Model) {
 			pending = append(pending, a)
 		}
 	}
@@ -320,8 +319,14 @@ func (m *Verify) merge(ctx context.Context, j *job, answers []events.ModelAnswer
 		}
 	}
 	merged := events.ClaimsMerged{Method: events.MergedByExactText, Claims: []events.Claim{}}
-	if len(cands) > 1 {
-		ref := answers[0].Model
+	ref := answers[0].Model
+	models := map[string]bool{}
+	for _, c := range cands {
+		models[c.model] = true
+	}
+	// Claims of one model need no merging across models; a merge that
+	// failed before this run is not tried again.
+	if len(models) > 1 && !j.failed(events.StepMergeClaims, &ref) {
 		var b strings.Builder
 		b.WriteString("Claims:\n")
 		for _, c := range cands {
@@ -335,7 +340,9 @@ func (m *Verify) merge(ctx context.Context, j *job, answers []events.ModelAnswer
 		if err == nil {
 			merged = events.ClaimsMerged{Method: events.MergedByModel, Model: ref, Claims: cleanClaims(out.Claims, known),
 				Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}
-		} else if err := j.recordOutcome(ctx, stepFailed(events.StepMergeClaims, &ref, err), false); err != nil {
+		} else if ctx.Err() != nil {
+			return ctx.Err()
+		} else if err := j.note(ctx, stepFailed(events.StepMergeClaims, &ref, err)); err != nil {
 			return err
 		}
 	}
@@ -345,19 +352,20 @@ func (m *Verify) merge(ctx context.Context, j *job, answers []events.ModelAnswer
 	var dropped int
 	merged.Claims, dropped = m.rank(merged.Claims)
 	if dropped > 0 {
-		note := events.StepFailed{Step: events.StepMergeClaims, Class: "too_many_claims",
-			Message: fmt.Sprintf("%d claims were found; the %d that most models made were checked, %d were not", len(merged.Claims)+dropped, len(merged.Claims), dropped)}
-		if err := j.recordOutcome(ctx, note, true); err != nil {
+		if err := j.note(ctx, events.StepFailed{Step: events.StepMergeClaims, Class: "too_many_claims",
+			Message: fmt.Sprintf("%d claims were found; the %d that most models made were checked, %d were not", len(merged.Claims)+dropped, len(merged.Claims), dropped)}); err != nil {
 			return err
 		}
 	}
 	return j.recordOutcome(ctx, merged, true)
 }
 
-// cleanClaims drops labels no model has and claims no known model made, and
-// gives each claim at most queriesPerClaim queries (its text when none).
+// cleanClaims drops labels no model has and claims no known model made,
+// merges claims with the same normalised text, and gives each claim at most
+// queriesPerClaim queries (its text when none).
 func cleanClaims(claims []events.Claim, known map[string]bool) []events.Claim {
 	out := []events.Claim{}
+	index := map[string]int{}
 	for _, c := range claims {
 		var by []string
 		for _, label := range c.AssertedBy {
@@ -377,6 +385,15 @@ func cleanClaims(claims []events.Claim, known map[string]bool) []events.Claim {
 		if len(queries) == 0 {
 			queries = []string{c.Text}
 		}
+		if i, seen := index[normalise(c.Text)]; seen {
+			for _, label := range by {
+				if !slices.Contains(out[i].AssertedBy, label) {
+					out[i].AssertedBy = append(out[i].AssertedBy, label)
+				}
+			}
+			continue
+		}
+		index[normalise(c.Text)] = len(out)
 		out = append(out, events.Claim{Text: strings.TrimSpace(c.Text), AssertedBy: by, Queries: queries})
 	}
 	return out
@@ -434,12 +451,17 @@ func (m *Verify) crossCheck(ctx context.Context, j *job, answers []events.ModelA
 	if err := m.searchEvidence(ctx, j, claims); err != nil {
 		return err
 	}
+	if len(answers) == 1 && len(claims) > 0 {
+		if err := j.note(ctx, events.StepFailed{Step: events.StepAssessClaims, Class: "self_assessed",
+			Message: "only " + answers[0].Model.Key() + " answered, so it judged its own claims against the evidence"}); err != nil {
+			return err
+		}
+	}
 	work := assignments(claims, answers)
 	var pending []events.ModelAnswered
 	for _, a := range answers {
 		_, done := j.q.Assessed[a.Model.Key()]
-		_, failed := j.q.StepFailures[events.StepFailed{Step: events.StepAssessClaims, Model: &a.Model}.Key()]
-		if !done && !failed && len(work[a.Model.Key()]) > 0 {
+		if !done && !j.failed(events.StepAssessClaims, &a.Model) && len(work[a.Model.Key()]) > 0 {
 			pending = append(pending, a)
 		}
 	}

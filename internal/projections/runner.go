@@ -59,6 +59,12 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Earlier builds fed the projection from a durable consumer of the
+	// same name; it is dropped (the projection starts over once, without a
+	// checkpoint, and ignores what it applied by sequence).
+	if err := r.Stream.DeleteConsumer(ctx, r.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		r.Log.Warn().Err(err).Str("consumer", r.Name).Msg("projection: the legacy durable consumer could not be deleted")
+	}
 	// Events stored before this run may have been applied by an earlier one
 	// (after the checkpoint, before a crash); newer ones are new.
 	info, err := r.Stream.Info(ctx)

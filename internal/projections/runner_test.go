@@ -20,13 +20,14 @@ type applied struct {
 	seqs     []uint64
 	replayed map[uint64]bool
 	failOnce bool
+	failed   bool
 }
 
 func (a *applied) handle(_ context.Context, recs []events.Record) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.failOnce && len(a.seqs) > 0 {
-		a.failOnce = false
+	if a.failOnce && len(a.seqs) > 0 { // the second batch fails, once
+		a.failOnce, a.failed = false, true
 		return errors.New("read model unavailable")
 	}
 	for _, r := range recs {
@@ -122,7 +123,7 @@ func TestRunnerResumesInOrderFromItsCheckpoint(t *testing.T) {
 	}
 
 	// Stopped: 20 more events. The next run starts after the checkpoint,
-	// and its first batch fails once.
+	// and its second batch fails once.
 	stored := appendProgress(t, store, 20)
 	b := &applied{replayed: map[uint64]bool{}, failOnce: true}
 	stop = run(t, store, b)
@@ -131,6 +132,9 @@ func TestRunnerResumesInOrderFromItsCheckpoint(t *testing.T) {
 	waitApplied(t, b, live)
 	stop()
 	wantSeqs(t, b, first+1, live)
+	if !b.failed {
+		t.Fatal("no batch failed: the retry in place was not exercised")
+	}
 	for seq, replayed := range b.replayed {
 		if want := seq <= stored; replayed != want {
 			t.Errorf("seq %d: replayed %v, want %v", seq, replayed, want)
@@ -147,6 +151,11 @@ func TestRunnerResumesInOrderFromItsCheckpoint(t *testing.T) {
 	waitApplied(t, c, live)
 	stop()
 	wantSeqs(t, c, 11, live)
+	for seq, replayed := range c.replayed {
+		if !replayed {
+			t.Errorf("seq %d, stored before the run, is not marked replayed", seq)
+		}
+	}
 
 	// A rewound projection starts over.
 	if err := Rewind(ctx, store.Projections, "proj_test"); err != nil {
@@ -157,4 +166,47 @@ func TestRunnerResumesInOrderFromItsCheckpoint(t *testing.T) {
 	waitApplied(t, d, live)
 	stop()
 	wantSeqs(t, d, 1, live)
+}
+
+// A batch that fails after folding into the cached documents is retried
+// from the documents as they were: a justify round is not filled twice.
+func TestQueryStatusRetryStartsFromTheCachedDocument(t *testing.T) {
+	store := storetest.Open(t)
+	ctx := context.Background()
+	p := &QueryStatus{Store: store}
+	a, b := events.ModelRef{Provider: "provider_a", ModelID: "a"}, events.ModelRef{Provider: "provider_b", ModelID: "b"}
+	var seq uint64
+	rec := func(ev events.Event) events.Record {
+		seq++
+		env, err := events.Wrap(events.AggregateQuery, "req_retry", ev, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return events.Record{Seq: seq, Envelope: env, Event: ev}
+	}
+	first := []events.Record{
+		rec(events.QuerySubmitted{RequestID: "req_retry", Mode: events.ModeJustify, Models: []events.ModelRef{a, b}}),
+		rec(events.QueryStarted{}), rec(events.ModelAnswered{Model: a, Answer: "A1"}), rec(events.ModelAnswered{Model: b, Answer: "B1"}),
+	}
+	if err := p.HandleBatch(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	revised := []events.Record{rec(events.ModelRevised{Model: a, Round: 2, Answer: "A2"})}
+	if err := store.JS.DeleteKeyValue(ctx, eventstore.BucketQueryStatus); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.HandleBatch(ctx, revised); err == nil {
+		t.Fatal("the batch did not fail without its bucket")
+	}
+	if err := store.ResetQueryStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.HandleBatch(ctx, revised); err != nil {
+		t.Fatal(err)
+	}
+	got := p.cache["req_retry"].Result.Justify.Rounds
+	want := FoldQuery(append(first, revised...)).Result.Justify.Rounds
+	if len(got) != 2 || len(got[1].Answers) != 1 || len(want[1].Answers) != 1 {
+		t.Fatalf("round 2 after one revision: %+v (a fresh fold: %+v)", got, want)
+	}
 }

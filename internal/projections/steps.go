@@ -106,7 +106,7 @@ func StepFailure(e events.StepFailed) string {
 		events.StepMergeClaims:       "could not merge the claims; claims with the same text were merged",
 		events.StepAssessClaims:      "could not cross-check the claims it was given; the verdicts stand on the other checks",
 	}[e.Step]
-	if e.Class == "not_enough_answers" || e.Class == "too_many_claims" {
+	if e.Class == "not_enough_answers" || e.Class == "too_many_claims" || e.Class == "self_assessed" {
 		return e.Message
 	}
 	if what == "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -91,10 +92,30 @@ func (p *QueryStatus) load(ctx context.Context, id string, r events.Record) (*Qu
 	return doc, nil
 }
 
-// clone copies d deeply enough for Apply to change the copy only.
+// clone copies d deeply enough for Apply to change the copy only: a batch
+// that fails and is retried must start from the document as it was.
 func (d *QueryDoc) clone() *QueryDoc {
 	next := *d
 	next.Result.Models = append([]ModelResult(nil), d.Result.Models...)
+	if j := d.Result.Justify; j != nil {
+		c := *j
+		c.Rounds = make([]Round, len(j.Rounds))
+		for i, r := range j.Rounds {
+			c.Rounds[i] = Round{Round: r.Round, Answers: slices.Clone(r.Answers)}
+		}
+		c.Disagreements, c.Missing = slices.Clone(j.Disagreements), slices.Clone(j.Missing)
+		next.Result.Justify = &c
+	}
+	if v := d.Result.Verify; v != nil {
+		c := *v
+		c.Claims = make([]VerifiedClaim, len(v.Claims))
+		for i, cl := range v.Claims {
+			cl.Sources, cl.Assessments = slices.Clone(cl.Sources), slices.Clone(cl.Assessments)
+			c.Claims[i] = cl
+		}
+		c.Missing = slices.Clone(v.Missing)
+		next.Result.Verify = &c
+	}
 	return &next
 }
 
@@ -120,6 +141,13 @@ func Accounts(keys *Keys, balances *Balances) BatchHandler {
 func (p *Keys) Handle(ctx context.Context, r events.Record) error {
 	switch e := r.Event.(type) {
 	case events.KeyCreated:
+		// Replayed after a crash, the creation must not undo a later
+		// transition already applied (a revoked key shown active).
+		if r.Replayed {
+			if k, err := GetKey(ctx, p.KV, e.Fingerprint); err != nil || (k != nil && k.Seq >= r.Seq) {
+				return err
+			}
+		}
 		k := events.Key{
 			Fingerprint: e.Fingerprint, AccountID: events.AggregateID(r.Envelope.Subject), Name: e.Name,
 			SecretHash: e.SecretHash, State: events.StateActive, CreatedAt: r.Envelope.Time, Seq: r.Seq,

@@ -298,10 +298,8 @@ func (e *emitter) emit(ctx context.Context, ev events.Event) error {
 	if err != nil {
 		return err
 	}
-	if m, ok := ev.(events.Metered); ok && e.onCall != nil {
-		if model, usage, _ := m.Metering(); usage != (events.Usage{}) {
-			e.onCall(ctx, events.Call{ID: env.ID, Model: model, Usage: usage})
-		}
+	if model, usage, _, ok := events.Charged(ev); ok && e.onCall != nil {
+		e.onCall(ctx, events.Call{ID: env.ID, Model: model, Usage: usage})
 	}
 	return nil
 }
