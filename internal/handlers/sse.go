@@ -85,6 +85,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-beat.C:
+			if doc.Seq < after {
+				// A resuming client hears nothing until the history it has
+				// seen is replayed: it may end in the terminal event (204).
+				continue
+			}
 			start()
 			fmt.Fprint(w, ": heartbeat\n\n")
 			flusher.Flush()
