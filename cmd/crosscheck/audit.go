@@ -19,8 +19,8 @@ func openStore(ctx context.Context, cfg config.Config) (store *eventstore.Store,
 	var nc *nats.Conn
 	var srv *embedded.Server
 	if cfg.NATSURL != "" {
-		if nc, err = nats.Connect(cfg.NATSURL, nats.Name("crosscheck-audit")); err != nil {
-			return nil, nil, fmt.Errorf("connect to %s: %w", cfg.NATSURL, err)
+		if nc, err = eventstore.Connect(cfg.NATSURL, "crosscheck-offline", cfg.NATSAuth); err != nil {
+			return nil, nil, err
 		}
 	} else {
 		if srv, err = embedded.Start(embedded.Options{DataDir: cfg.DataDir, SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval}); err != nil {

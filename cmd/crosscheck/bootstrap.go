@@ -20,8 +20,11 @@ const adminTokenFile = "admin-token"
 // loadAdminToken uses CROSSCHECK_ADMIN_TOKEN, or the token kept in the data
 // dir, or generates one and keeps it there (mode 0600).
 func (m *Main) loadAdminToken() error {
-	if m.Config.AdminToken != "" {
+	if m.Config.AdminToken != "" || m.role() == RoleWorker {
 		return nil
+	}
+	if m.role() == RoleAPI {
+		return errors.New("crosscheck api needs CROSSCHECK_ADMIN_TOKEN: every API process must accept the same admin token")
 	}
 	path := filepath.Join(m.Config.DataDir, adminTokenFile)
 	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {

@@ -35,6 +35,8 @@ type harness struct {
 	providers func() providers.Set
 	// search, when set, replaces verify's search backend.
 	search search.Backend
+	// role is the process's role; empty is serve.
+	role   string
 	client *http.Client
 }
 
@@ -65,6 +67,7 @@ type option func(*harness)
 func withProviders(fn func() providers.Set) option { return func(h *harness) { h.providers = fn } }
 func withConfig(fn func(*config.Config)) option    { return func(h *harness) { fn(&h.cfg) } }
 func withSearch(b search.Backend) option           { return func(h *harness) { h.search = b } }
+func withRole(role string) option                  { return func(h *harness) { h.role = role } }
 
 func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()
@@ -91,7 +94,7 @@ func (h *harness) start() {
 	if h.providers != nil {
 		m.Providers = h.providers()
 	}
-	m.Search = h.search
+	m.Search, m.Role = h.search, h.role
 	if err := m.Open(context.Background()); err != nil {
 		m.Close()
 		h.t.Fatalf("open: %v", err)

@@ -1,6 +1,8 @@
 // Command crosscheck is the multi-model verification service. `crosscheck
 // serve` runs the API, the workers and the projectors in one process over an
-// embedded nats-server with JetStream, or over CROSSCHECK_NATS_URL.
+// embedded nats-server with JetStream, or over CROSSCHECK_NATS_URL; `crosscheck
+// api` and `crosscheck worker` run the parts as separate processes on a
+// shared NATS JetStream.
 package main
 
 import (
@@ -40,6 +42,9 @@ const usage = `crosscheck — multi-model verification service
 Usage:
   crosscheck serve     run the API, workers and projectors in one process
                        (embedded NATS JetStream unless CROSSCHECK_NATS_URL is set)
+  crosscheck api       run the public and admin APIs and the projectors on
+                       CROSSCHECK_NATS_URL, beside other api and worker processes
+  crosscheck worker    run the mode pipelines on CROSSCHECK_NATS_URL
   crosscheck audit     replay the ledger and check it (exit 1 on any difference)
   crosscheck bench     measure the service beside the raw JetStream limit
                        (writes JSON to $BENCH_OUT, default bench/results.json)
@@ -57,8 +62,8 @@ func main() {
 		os.Exit(2)
 	}
 	switch os.Args[1] {
-	case "serve":
-		if err := serve(); err != nil {
+	case RoleServe, RoleAPI, RoleWorker:
+		if err := serve(os.Args[1]); err != nil {
 			fmt.Fprintln(os.Stderr, "crosscheck:", err)
 			os.Exit(1)
 		}
@@ -89,7 +94,8 @@ func main() {
 	}
 }
 
-func serve() error {
+// serve runs a process of role until SIGINT or SIGTERM.
+func serve(role string) error {
 	cfg, err := config.FromEnv()
 	if err != nil {
 		return err
@@ -98,21 +104,47 @@ func serve() error {
 	if err != nil {
 		return fmt.Errorf("CROSSCHECK_LOG_LEVEL: %w", err)
 	}
-	m := &Main{Config: cfg, Log: zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger(), Out: os.Stdout}
+	m := &Main{Config: cfg, Role: role, Log: zerolog.New(os.Stderr).Level(level).With().Timestamp().Str("role", role).Logger(), Out: os.Stdout}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := m.Open(ctx); err != nil {
 		m.Close()
 		return err
 	}
-	if err := m.Bootstrap(ctx); err != nil {
-		m.Close()
-		return err
+	if role == RoleServe {
+		if err := m.Bootstrap(ctx); err != nil {
+			m.Close()
+			return err
+		}
 	}
 	<-ctx.Done()
 	m.Log.Info().Msg("shutting down")
 	return m.Close()
 }
+
+// Roles of a process.
+const (
+	// RoleServe runs everything: the APIs, the projectors and the workers,
+	// on the embedded NATS server unless CROSSCHECK_NATS_URL is set.
+	RoleServe = "serve"
+	// RoleAPI runs the public and admin APIs and the projectors (one
+	// process at a time applies each projection) on CROSSCHECK_NATS_URL.
+	RoleAPI = "api"
+	// RoleWorker runs the mode pipelines on CROSSCHECK_NATS_URL, with only
+	// /healthz and /readyz on CROSSCHECK_HTTP_ADDR.
+	RoleWorker = "worker"
+)
+
+func (m *Main) role() string {
+	if m.Role == "" {
+		return RoleServe
+	}
+	return m.Role
+}
+
+// runsAPI and runsWorker say which parts this process runs.
+func (m *Main) runsAPI() bool    { return m.role() != RoleWorker }
+func (m *Main) runsWorker() bool { return m.role() != RoleAPI }
 
 // Main owns the wiring of one process. End-to-end tests use it as serve does.
 type Main struct {
@@ -125,6 +157,9 @@ type Main struct {
 	// Search overrides verify's search backend; nil takes it from the
 	// settings.
 	Search search.Backend
+	// Role is what this process runs: RoleServe (the default), RoleAPI or
+	// RoleWorker.
+	Role string
 	// Now overrides the clock.
 	Now func() time.Time
 	// RetryDelays override providers.DefaultRetryDelays.
@@ -159,6 +194,9 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	cfg := m.Config
 	var err error
+	if cfg.NATSURL == "" && m.role() != RoleServe {
+		return fmt.Errorf("crosscheck %s runs beside other processes on a shared NATS JetStream: set CROSSCHECK_NATS_URL (or run crosscheck serve)", m.role())
+	}
 	if cfg.NATSURL == "" {
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return fmt.Errorf("data dir: %w", err)
@@ -169,8 +207,8 @@ func (m *Main) Open(ctx context.Context) error {
 		if m.nc, err = m.nats.Connect("crosscheck"); err != nil {
 			return err
 		}
-	} else if m.nc, err = nats.Connect(cfg.NATSURL, nats.Name("crosscheck"), nats.MaxReconnects(-1)); err != nil {
-		return fmt.Errorf("connect to %s: %w", cfg.NATSURL, err)
+	} else if m.nc, err = eventstore.Connect(cfg.NATSURL, "crosscheck-"+m.role(), cfg.NATSAuth); err != nil {
+		return err
 	}
 	if m.Store, err = eventstore.Open(ctx, m.nc, cfg.Replicas); err != nil {
 		return err
@@ -211,27 +249,31 @@ func (m *Main) Open(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
-	m.wg.Go(func() { m.Accounts.WatchKeys(runCtx, m.Log) })
-	m.runProjections(runCtx)
-	workerCtx, stopWorker := context.WithCancel(runCtx)
-	m.stopWorker = stopWorker
-	m.workerDone = make(chan struct{})
-	w := &worker.Worker{
-		Store: m.Store, Log: m.Log, Now: m.Now,
-		AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, Grace: cfg.ShutdownGrace, Finished: m.Queries.Release,
-		Ledger: m.Ledger,
-		Modes: map[string]worker.Mode{
-			queries.ModeUnify:   &modes.Unify{Models: models},
-			queries.ModeJustify: &modes.Justify{Models: models},
-			queries.ModeVerify:  &modes.Verify{Models: models, Search: m.Search, NativeSearch: func(ref events.ModelRef) bool { return native[ref.Provider] }},
-		},
+	if m.runsAPI() {
+		m.wg.Go(func() { m.Accounts.WatchKeys(runCtx, m.Log) })
+		m.runProjections(runCtx)
 	}
-	go func() {
-		defer close(m.workerDone)
-		if err := w.Run(workerCtx); err != nil {
-			m.Log.Error().Err(err).Msg("worker stopped")
+	if m.runsWorker() {
+		workerCtx, stopWorker := context.WithCancel(runCtx)
+		m.stopWorker = stopWorker
+		m.workerDone = make(chan struct{})
+		w := &worker.Worker{
+			Store: m.Store, Log: m.Log, Now: m.Now,
+			AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, Grace: cfg.ShutdownGrace, Finished: m.Queries.Release,
+			Ledger: m.Ledger,
+			Modes: map[string]worker.Mode{
+				queries.ModeUnify:   &modes.Unify{Models: models},
+				queries.ModeJustify: &modes.Justify{Models: models},
+				queries.ModeVerify:  &modes.Verify{Models: models, Search: m.Search, NativeSearch: func(ref events.ModelRef) bool { return native[ref.Provider] }},
+			},
 		}
-	}()
+		go func() {
+			defer close(m.workerDone)
+			if err := w.Run(workerCtx); err != nil {
+				m.Log.Error().Err(err).Msg("worker stopped")
+			}
+		}()
+	}
 	return m.listen(runCtx)
 }
 
@@ -242,13 +284,23 @@ func (m *Main) runProjections(ctx context.Context) {
 		{Name: projections.ConsumerAccounts, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"},
 			HandleBatch: projections.Accounts(&projections.Keys{KV: m.Store.Keys}, &projections.Balances{Store: m.Store})},
 	}
+	// On the embedded server this process is the only one. On a shared
+	// JetStream every API process runs the projectors and a lease lets one
+	// at a time apply each projection.
+	host, _ := os.Hostname()
 	for _, r := range runners {
 		r.Log, r.Checkpoints = m.Log, m.Store.Projections
-		m.wg.Go(func() {
-			if err := r.Run(ctx); err != nil {
-				m.Log.Error().Err(err).Str("consumer", r.Name).Msg("projection stopped")
-			}
-		})
+		if m.Config.NATSURL == "" {
+			m.wg.Go(func() {
+				if err := r.Run(ctx); err != nil {
+					m.Log.Error().Err(err).Str("consumer", r.Name).Msg("projection stopped")
+				}
+			})
+			continue
+		}
+		lease := &projections.Lease{KV: m.Store.Leases, Name: r.Name, TTL: eventstore.LeaseTTL, Log: m.Log,
+			Holder: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), events.NewID())}
+		m.wg.Go(func() { lease.Run(ctx, r.Run) })
 	}
 }
 
@@ -256,6 +308,19 @@ func (m *Main) listen(ctx context.Context) error {
 	var err error
 	if m.publicLn, err = net.Listen("tcp", m.Config.HTTPAddr); err != nil {
 		return fmt.Errorf("public API on %s: %w", m.Config.HTTPAddr, err)
+	}
+	base := func(net.Listener) context.Context { return ctx }
+	if !m.runsAPI() {
+		// A worker answers only its health checks.
+		health := &handlers.Server{Log: m.Log, Ready: m.ready}
+		m.public = &http.Server{Handler: health.HealthHandler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
+		m.wg.Go(func() {
+			if err := m.public.Serve(m.publicLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				m.Log.Error().Err(err).Msg("http server stopped")
+			}
+		})
+		m.Log.Info().Str("health", m.URL()).Str("role", m.role()).Msg("crosscheck worker is running")
+		return nil
 	}
 	if m.adminLn, err = net.Listen("tcp", m.Config.AdminAddr); err != nil {
 		return fmt.Errorf("admin API on %s: %w", m.Config.AdminAddr, err)
@@ -269,7 +334,6 @@ func (m *Main) listen(ctx context.Context) error {
 		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat,
 	}
 	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
-	base := func(net.Listener) context.Context { return ctx }
 	m.public = &http.Server{Handler: api.Handler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
 	m.admin = &http.Server{Handler: adm.Handler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
 	for srv, ln := range map[*http.Server]net.Listener{m.public: m.publicLn, m.admin: m.adminLn} {
@@ -279,7 +343,7 @@ func (m *Main) listen(ctx context.Context) error {
 			}
 		})
 	}
-	m.Log.Info().Str("public", m.URL()).Str("admin", m.AdminURL()).Bool("embedded_nats", m.nats != nil).Msg("crosscheck is serving")
+	m.Log.Info().Str("public", m.URL()).Str("admin", m.AdminURL()).Str("role", m.role()).Bool("embedded_nats", m.nats != nil).Msg("crosscheck is serving")
 	return nil
 }
 
@@ -298,8 +362,13 @@ func (m *Main) ready(ctx context.Context) error {
 // URL is the public API's base URL.
 func (m *Main) URL() string { return "http://" + m.publicLn.Addr().String() }
 
-// AdminURL is the admin API's base URL.
-func (m *Main) AdminURL() string { return "http://" + m.adminLn.Addr().String() }
+// AdminURL is the admin API's base URL; empty in a worker.
+func (m *Main) AdminURL() string {
+	if m.adminLn == nil {
+		return ""
+	}
+	return "http://" + m.adminLn.Addr().String()
+}
 
 // Close shuts down in order: stop taking requests, let running jobs finish
 // for the grace period and hand the rest back, stop the projectors, flush and

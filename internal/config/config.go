@@ -15,7 +15,10 @@ type Config struct {
 	AdminAddr  string
 	AdminToken string
 	DataDir    string
+	// NATSURL is an external NATS (comma-separated URLs of a cluster);
+	// empty runs the embedded server. NATSAuth is how to log in to it.
 	NATSURL    string
+	NATSAuth   NATSAuth
 	ConfigFile string
 	SimLatency time.Duration
 	Replicas   int
@@ -38,6 +41,17 @@ type Config struct {
 	ModelTimeout time.Duration
 	// SSEHeartbeat is the interval of heartbeat comments on event streams.
 	SSEHeartbeat time.Duration
+}
+
+// NATSAuth is how the service authenticates to an external NATS; every
+// field is optional.
+type NATSAuth struct {
+	// CredsFile is a user credentials file (JWT and NKey seed);
+	// NKeySeedFile a file holding a user NKey seed; Token a token.
+	CredsFile, NKeySeedFile, Token string
+	// TLSCA verifies the servers; TLSCert and TLSKey are the client's
+	// certificate, for servers that require one.
+	TLSCA, TLSCert, TLSKey string
 }
 
 // Defaults returns the settings with nothing set.
@@ -69,6 +83,12 @@ func FromEnv() (Config, error) {
 	str("CROSSCHECK_ADMIN_TOKEN", &c.AdminToken)
 	str("CROSSCHECK_DATA_DIR", &c.DataDir)
 	str("CROSSCHECK_NATS_URL", &c.NATSURL)
+	str("CROSSCHECK_NATS_CREDS", &c.NATSAuth.CredsFile)
+	str("CROSSCHECK_NATS_NKEY", &c.NATSAuth.NKeySeedFile)
+	str("CROSSCHECK_NATS_TOKEN", &c.NATSAuth.Token)
+	str("CROSSCHECK_NATS_TLS_CA", &c.NATSAuth.TLSCA)
+	str("CROSSCHECK_NATS_TLS_CERT", &c.NATSAuth.TLSCert)
+	str("CROSSCHECK_NATS_TLS_KEY", &c.NATSAuth.TLSKey)
 	str("CROSSCHECK_CONFIG", &c.ConfigFile)
 	str("CROSSCHECK_DOCS_URL", &c.DocsURL)
 	str("CROSSCHECK_LOG_LEVEL", &c.LogLevel)
@@ -108,6 +128,12 @@ func FromEnv() (Config, error) {
 		} else {
 			errs = append(errs, fmt.Sprintf("CROSSCHECK_SYNC_INTERVAL=%q must be \"always\" or a positive Go duration", v))
 		}
+	}
+	if (c.NATSAuth.TLSCert == "") != (c.NATSAuth.TLSKey == "") {
+		errs = append(errs, "CROSSCHECK_NATS_TLS_CERT and CROSSCHECK_NATS_TLS_KEY go together")
+	}
+	if c.NATSURL == "" && c.NATSAuth != (NATSAuth{}) {
+		errs = append(errs, "CROSSCHECK_NATS_CREDS, _NKEY, _TOKEN and _TLS_* apply to CROSSCHECK_NATS_URL, which is not set")
 	}
 	if c.WorkerAckWait < time.Second {
 		errs = append(errs, "CROSSCHECK_WORKER_ACK_WAIT must be at least 1s")

@@ -23,11 +23,14 @@ type Options struct {
 	// Port, when non-zero, also listens for clients on 127.0.0.1:Port (-1 picks
 	// a free port). Zero serves in-process connections only.
 	Port int
+	// Token, when set, is required of every client.
+	Token string
 }
 
 // Server is a running embedded nats-server.
 type Server struct {
 	*server.Server
+	token string
 }
 
 // Start starts the server and waits until it is ready for connections.
@@ -45,6 +48,7 @@ func Start(o Options) (*Server, error) {
 		Port:               o.Port,
 		MaxPayload:         8 << 20,
 		JetStreamMaxMemory: 256 << 20,
+		Authorization:      o.Token,
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
@@ -55,12 +59,12 @@ func Start(o Options) (*Server, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("embedded nats-server: not ready after 30s (is another process using %s?)", o.DataDir)
 	}
-	return &Server{s}, nil
+	return &Server{Server: s, token: o.Token}, nil
 }
 
 // Connect opens an in-process client connection to the server.
 func (s *Server) Connect(name string) (*nats.Conn, error) {
-	nc, err := nats.Connect("", nats.InProcessServer(s.Server), nats.Name(name), nats.MaxReconnects(-1))
+	nc, err := nats.Connect("", nats.InProcessServer(s.Server), nats.Name(name), nats.MaxReconnects(-1), nats.Token(s.token))
 	if err != nil {
 		return nil, fmt.Errorf("connect to embedded nats-server: %w", err)
 	}

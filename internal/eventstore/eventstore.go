@@ -27,7 +27,12 @@ const (
 	BucketIdempotency = "idempotency"
 	BucketInflight    = "inflight"
 	BucketProjections = "projections"
+	BucketLeases      = "leases"
 )
+
+// LeaseTTL is how long an entry of the leases bucket lives after its last
+// write: how long a projection waits for the process that held it and died.
+const LeaseTTL = 10 * time.Second
 
 // IdempotencyTTL is how long the idempotency bucket keeps an entry. The 24 h
 // window of the contract is enforced from the entry's own time; the bucket
@@ -55,6 +60,8 @@ type Store struct {
 	Inflight    jetstream.KeyValue
 	// Projections holds each projection's checkpoint by name.
 	Projections jetstream.KeyValue
+	// Leases holds which process runs each projection.
+	Leases jetstream.KeyValue
 
 	replicas int
 }
@@ -105,6 +112,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		{&s.Idempotency, jetstream.KeyValueConfig{Bucket: BucketIdempotency, Description: "Idempotency-Key claims", TTL: IdempotencyTTL}},
 		{&s.Inflight, jetstream.KeyValueConfig{Bucket: BucketInflight, Description: "In-flight query slots by API key fingerprint"}},
 		{&s.Projections, jetstream.KeyValueConfig{Bucket: BucketProjections, Description: "The last event each projection applied, by projection name"}},
+		{&s.Leases, jetstream.KeyValueConfig{Bucket: BucketLeases, Description: "The process that runs each projection, by projection name", TTL: LeaseTTL}},
 	}
 	for _, b := range buckets {
 		b.cfg.Storage = jetstream.FileStorage

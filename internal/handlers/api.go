@@ -56,9 +56,7 @@ func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(accessLog(s.Log))
 	r.Use(recoverer)
-	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	r.Get("/healthz", healthz)
 	r.Get("/readyz", s.readyz)
 	r.Get("/docs/errors/{code}", s.errorDoc)
 	r.Route("/v1", func(r chi.Router) {
@@ -76,6 +74,18 @@ func (s *Server) Handler() http.Handler {
 		s.writeError(w, r, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path), "")
 	})
 	return r
+}
+
+// HealthHandler serves only /healthz and /readyz: a worker's HTTP address.
+func (s *Server) HealthHandler() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/healthz", healthz)
+	r.Get("/readyz", s.readyz)
+	return r
+}
+
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

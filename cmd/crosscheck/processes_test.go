@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/crosscheck/crosscheck/internal/config"
+	"github.com/crosscheck/crosscheck/internal/embedded"
+)
+
+// sharedNATS starts a NATS server with JetStream that requires a token: the
+// external server the api and worker processes share.
+func sharedNATS(t *testing.T) (url, token string) {
+	t.Helper()
+	token = "nats-test-token"
+	srv, err := embedded.Start(embedded.Options{DataDir: t.TempDir(), Port: -1, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv.ClientURL(), token
+}
+
+// startProcess starts a process of role on the shared server.
+func startProcess(t *testing.T, h *harness, role string) *Main {
+	t.Helper()
+	cfg := h.cfg
+	cfg.HTTPAddr, cfg.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
+	m := &Main{Config: cfg, Role: role, Log: zerolog.New(h.logs), Now: h.clock.Now, RetryDelays: []time.Duration{5 * time.Millisecond}}
+	if err := m.Open(context.Background()); err != nil {
+		m.Close()
+		t.Fatalf("open %s: %v", role, err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// Two API processes and two workers on one JetStream: queries submitted to
+// either API complete, a worker killed mid-run leaves its jobs to the other,
+// each query is charged once, the read models agree, and the audit passes.
+func TestAPIAndWorkerProcesses(t *testing.T) {
+	t.Parallel()
+	url, token := sharedNATS(t)
+	h := newHarness(t, withRole(RoleAPI), withConfig(func(c *config.Config) {
+		c.NATSURL, c.NATSAuth.Token = url, token
+		c.SimLatency = 150 * time.Millisecond
+	}))
+	api2 := startProcess(t, h, RoleAPI)
+	w1 := startProcess(t, h, RoleWorker)
+	startProcess(t, h, RoleWorker)
+
+	// A worker serves only its health checks.
+	r, err := http.Get(w1.URL() + "/readyz")
+	must(t, err == nil && r.StatusCode == 200, "worker /readyz: %v %v", err, r)
+	r, _ = http.Get(w1.URL() + "/v1/models")
+	must(t, r.StatusCode == 404, "a worker serves the API: %d", r.StatusCode)
+
+	acct := h.accountWith("free", 50)
+	keys := []string{h.key(acct), h.key(acct)} // 8 in flight per key
+	var ids []string
+	for i := range 12 {
+		r := h.submit(keys[i%2], map[string]any{"mode": []string{"unify", "justify", "verify"}[i%3], "prompt": fmt.Sprintf("shared %d: the Moon", i)})
+		must(t, r.status == 202, "submit %d: %d %s", i, r.status, r.body)
+		ids = append(ids, r.json(t)["request_id"].(string))
+	}
+	time.Sleep(200 * time.Millisecond)
+	w1.Crash() // mid-run: its jobs are redelivered to the other worker
+	for i, id := range ids {
+		key := keys[i%2]
+		res := h.wait(key, id, 90*time.Second)
+		must(t, res["status"] == "completed", "%s: %v %v", id, res["status"], res["error"])
+		// The other API process answers the same.
+		other := h.call(api2.URL(), "GET", "/v1/queries/"+id, key, nil, nil)
+		must(t, other.status == 200 && strings.Contains(string(other.body), `"status":"completed"`), "the second API: %d %s", other.status, other.body)
+	}
+	h.m.Close()
+	api2.Close()
+	ok, report := h.audit()
+	must(t, ok, "audit:\n%s", report)
+}
+
+// The api and worker roles need a shared JetStream; an api needs the admin
+// token every API process accepts.
+func TestProcessRolesNeedASharedJetStream(t *testing.T) {
+	t.Parallel()
+	for _, role := range []string{RoleAPI, RoleWorker} {
+		m := &Main{Config: config.Defaults(), Role: role, Log: zerolog.Nop()}
+		m.Config.DataDir = t.TempDir()
+		err := m.Open(context.Background())
+		m.Close()
+		must(t, err != nil && strings.Contains(err.Error(), "CROSSCHECK_NATS_URL"), "%s without a NATS URL: %v", role, err)
+	}
+	url, _ := sharedNATS(t)
+	m := &Main{Config: config.Defaults(), Role: RoleAPI, Log: zerolog.Nop()}
+	m.Config.NATSURL = url
+	err := m.Open(context.Background())
+	m.Close()
+	must(t, err != nil && (strings.Contains(err.Error(), "Authorization") || strings.Contains(err.Error(), "authorization")), "a wrong token: %v", err)
+}
