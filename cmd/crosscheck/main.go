@@ -46,6 +46,7 @@ Usage:
                        CROSSCHECK_NATS_URL, beside other api and worker processes
   crosscheck worker    run the mode pipelines on CROSSCHECK_NATS_URL
   crosscheck audit     replay the ledger and check it (exit 1 on any difference)
+  crosscheck events    export or tail the event streams as NDJSON (crosscheck events -h)
   crosscheck bench     measure the service beside the raw JetStream limit
                        (writes JSON to $BENCH_OUT, default bench/results.json)
   crosscheck version   print the version
@@ -79,6 +80,16 @@ func main() {
 			fmt.Fprintln(os.Stderr, "crosscheck audit:", err)
 			os.Exit(2)
 		}
+	case "events":
+		cfg, err := config.FromEnv()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "crosscheck events:", err)
+			os.Exit(2)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		code := runEvents(ctx, cfg, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
 	case "bench":
 		if err := benchCommand(); err != nil {
 			fmt.Fprintln(os.Stderr, "crosscheck bench:", err)

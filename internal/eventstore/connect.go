@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -39,7 +40,19 @@ func Connect(urls, name string, auth config.NATSAuth) (*nats.Conn, error) {
 		if auth.Token != "" {
 			msg = strings.ReplaceAll(msg, auth.Token, "[token]")
 		}
-		return nil, fmt.Errorf("connect to NATS at %s: %s", urls, msg)
+		return nil, fmt.Errorf("connect to NATS at %s: %s", redact(urls), msg)
 	}
 	return nc, nil
+}
+
+// redact removes the user and password from each URL of a list.
+func redact(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			u.User = nil
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }
