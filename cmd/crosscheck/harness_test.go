@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/config"
@@ -84,7 +85,21 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		o(h)
 	}
 	h.start()
-	t.Cleanup(func() { h.m.Close() })
+	t.Cleanup(func() {
+		h.m.Close()
+		// Every event the test made is valid against its published schema.
+		if h.cfg.NATSURL == "" && !t.Failed() {
+			h.offline(func(store *eventstore.Store) {
+				for _, st := range []jetstream.Stream{store.Queries, store.Accounts} {
+					recs, err := store.Load(context.Background(), st, ">", 1)
+					if err != nil {
+						t.Fatalf("load the events: %v", err)
+					}
+					checkEventSchemas(t, recs)
+				}
+			})
+		}
+	})
 	return h
 }
 
