@@ -87,7 +87,8 @@ type Charge struct {
 // charged so far and whether its reservation is still open.
 func (s *Service) Debit(ctx context.Context, accountID, requestID string, calls ...Charge) (charged int64, open bool, err error) {
 	// One step per call: each decides on the state the previous one left.
-	steps := make([]accounts.Decide, 0, len(calls))
+	steps := make([]accounts.Decide, 0, len(calls)+1)
+	steps = append(steps, s.knowing(ctx, accountID, requestID))
 	for _, c := range calls {
 		steps = append(steps, func(a *events.Account) ([]events.Event, error) {
 			if ev := a.DecideDebit(requestID, c.CallID, c.Model, c.Usage.InputTokens, c.Usage.OutputTokens, s.Estimator.Cost(c.Model, c.Usage)); ev != nil {
@@ -104,10 +105,25 @@ func (s *Service) Debit(ctx context.Context, accountID, requestID string, calls 
 	return charged, open, err
 }
 
+// knowing is a step that reads the account's latest events when this
+// process's state does not hold requestID's reservation. Another process may
+// have made it (an API process reserves, a worker debits and releases), and
+// a decision that finds nothing to do appends nothing, so a stale state would
+// never be corrected by a conflict.
+func (s *Service) knowing(ctx context.Context, accountID, requestID string) accounts.Decide {
+	refresh := s.Accounts.Refreshed(ctx, accountID)
+	return func(a *events.Account) ([]events.Event, error) {
+		if _, ok := a.Ledger.Open[requestID]; ok {
+			return nil, nil
+		}
+		return refresh(a)
+	}
+}
+
 // Release settles a query: the unused part of its reservation returns to the
 // balance. Releasing a settled query changes nothing.
 func (s *Service) Release(ctx context.Context, accountID, requestID, reason string) error {
-	return s.Accounts.Update(ctx, accountID, nil, func(a *events.Account) ([]events.Event, error) {
+	return s.Accounts.Update(ctx, accountID, nil, s.knowing(ctx, accountID, requestID), func(a *events.Account) ([]events.Event, error) {
 		if ev := a.DecideRelease(requestID, reason); ev != nil {
 			return []events.Event{ev}, nil
 		}
