@@ -293,7 +293,7 @@ func (m *Main) runProjections(ctx context.Context) {
 	runners := []*projections.Runner{
 		{Name: projections.ConsumerQueryStatus, Stream: m.Store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: status.HandleBatch},
 		{Name: projections.ConsumerAccounts, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"},
-			HandleBatch: projections.Accounts(&projections.Keys{KV: m.Store.Keys}, &projections.Balances{Store: m.Store})},
+			HandleBatch: projections.Accounts(&projections.Keys{Store: m.Store}, &projections.Balances{Store: m.Store})},
 	}
 	// On the embedded server this process is the only one. On a shared
 	// JetStream every API process runs the projectors and a lease lets one

@@ -4,6 +4,7 @@
 package eventstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -344,4 +345,41 @@ func (s *Store) PutAll(ctx context.Context, bucket string, entries []Entry) erro
 		}
 	}
 	return nil
+}
+
+// GetLatest reads the value of key in bucket from the bucket's stream leader,
+// never from a replica that may lag (as a direct get may): a projection that
+// reads what it wrote must see it. It returns nil when the key is absent or
+// deleted.
+func (s *Store) GetLatest(ctx context.Context, bucket, key string) ([]byte, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
+	msg, err := s.NC.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
+	if err != nil {
+		return nil, classify("get "+bucket, err)
+	}
+	var resp struct {
+		Message *struct {
+			Data []byte `json:"data"`
+			Hdrs []byte `json:"hdrs"`
+		} `json:"message"`
+		Error *struct {
+			Code        int    `json:"code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, fmt.Errorf("get %s %s: %w", bucket, key, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.Code == 404:
+		return nil, nil
+	case resp.Error != nil:
+		return nil, fmt.Errorf("get %s %s: %s: %w", bucket, key, resp.Error.Description, ErrUnavailable)
+	case resp.Message == nil:
+		return nil, fmt.Errorf("get %s %s: empty answer: %w", bucket, key, ErrUnavailable)
+	}
+	if bytes.Contains(resp.Message.Hdrs, []byte("KV-Operation")) {
+		return nil, nil // a delete or purge marker
+	}
+	return resp.Message.Data, nil
 }

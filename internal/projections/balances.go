@@ -35,9 +35,16 @@ func (p *Balances) HandleBatch(ctx context.Context, recs []events.Record) error 
 		id := events.AggregateID(r.Envelope.Subject)
 		a := changed[id]
 		if a == nil {
-			doc, err := GetBalance(ctx, p.Store.Balances, id)
+			var doc *BalanceDoc
+			raw, err := p.Store.GetLatest(ctx, eventstore.BucketBalances, id)
 			if err != nil {
 				return err
+			}
+			if raw != nil {
+				doc = &BalanceDoc{}
+				if err := json.Unmarshal(raw, doc); err != nil {
+					return fmt.Errorf("decode balance %s: %w", id, err)
+				}
 			}
 			a = &events.Account{Keys: map[string]*events.Key{}}
 			if doc != nil {

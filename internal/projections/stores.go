@@ -79,13 +79,12 @@ func (p *QueryStatus) load(ctx context.Context, id string, r events.Record) (*Qu
 	if _, first := r.Event.(events.QuerySubmitted); first && !r.Replayed {
 		return doc, nil
 	}
-	entry, err := p.Store.QueryStatus.Get(ctx, id)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-	case err != nil:
-		return nil, fmt.Errorf("get %s: %w", id, err)
-	default:
-		if err := json.Unmarshal(entry.Value(), doc); err != nil {
+	raw, err := p.Store.GetLatest(ctx, eventstore.BucketQueryStatus, id)
+	if err != nil {
+		return nil, err
+	}
+	if raw != nil {
+		if err := json.Unmarshal(raw, doc); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", id, err)
 		}
 	}
@@ -121,7 +120,21 @@ func (d *QueryDoc) clone() *QueryDoc {
 
 // Keys projects ACCOUNTS into the keys bucket: each key's state by fingerprint.
 type Keys struct {
-	KV jetstream.KeyValue
+	Store *eventstore.Store
+}
+
+// get reads a key's state as this projection last wrote it (from the
+// bucket's leader); nil when unknown.
+func (p *Keys) get(ctx context.Context, fingerprint string) (*events.Key, error) {
+	raw, err := p.Store.GetLatest(ctx, eventstore.BucketKeys, fingerprint)
+	if err != nil || raw == nil {
+		return nil, err
+	}
+	var k events.Key
+	if err := json.Unmarshal(raw, &k); err != nil {
+		return nil, fmt.Errorf("decode key %s: %w", fingerprint, err)
+	}
+	return &k, nil
 }
 
 // Accounts applies a batch of account events to both account projections:
@@ -144,7 +157,7 @@ func (p *Keys) Handle(ctx context.Context, r events.Record) error {
 		// Replayed after a crash, the creation must not undo a later
 		// transition already applied (a revoked key shown active).
 		if r.Replayed {
-			if k, err := GetKey(ctx, p.KV, e.Fingerprint); err != nil || (k != nil && k.Seq >= r.Seq) {
+			if k, err := p.get(ctx, e.Fingerprint); err != nil || (k != nil && k.Seq >= r.Seq) {
 				return err
 			}
 		}
@@ -158,7 +171,7 @@ func (p *Keys) Handle(ctx context.Context, r events.Record) error {
 		if !ok {
 			return nil
 		}
-		k, err := GetKey(ctx, p.KV, ch.Fingerprint)
+		k, err := p.get(ctx, ch.Fingerprint)
 		if err != nil {
 			return err
 		}
@@ -175,7 +188,7 @@ func (p *Keys) put(ctx context.Context, k *events.Key) error {
 	if err != nil {
 		return err
 	}
-	if _, err := p.KV.Put(ctx, k.Fingerprint, data); err != nil {
+	if _, err := p.Store.Keys.Put(ctx, k.Fingerprint, data); err != nil {
 		return fmt.Errorf("put key %s: %w", k.Fingerprint, err)
 	}
 	return nil

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/crosscheck/crosscheck/internal/config"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/projections"
+)
+
+// natsCluster is a 3-node NATS JetStream cluster in the test process, on
+// loopback ports, each node with its own store.
+type natsCluster struct {
+	t     *testing.T
+	mu    sync.Mutex
+	opts  []*server.Options
+	nodes []*server.Server
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func startCluster(t *testing.T) *natsCluster {
+	t.Helper()
+	c := &natsCluster{t: t}
+	dir := t.TempDir()
+	clientPorts, routePorts := make([]int, 3), make([]int, 3)
+	var routes []string
+	for i := range 3 {
+		clientPorts[i], routePorts[i] = freePort(t), freePort(t)
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", routePorts[i]))
+	}
+	for i := range 3 {
+		c.opts = append(c.opts, &server.Options{
+			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: clientPorts[i],
+			JetStream: true, StoreDir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
+			Cluster: server.ClusterOpts{Name: "crosscheck-test", Host: "127.0.0.1", Port: routePorts[i]},
+			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
+			NoSigs:  true, NoLog: true,
+		})
+	}
+	c.nodes = make([]*server.Server, 3)
+	for i := range 3 {
+		c.start(i)
+	}
+	t.Cleanup(func() {
+		for i := range 3 {
+			c.stop(i)
+		}
+	})
+	// Ready when JetStream answers through the cluster.
+	eventually(t, 60*time.Second, "the JetStream cluster", func() bool {
+		nc, err := nats.Connect(c.url())
+		if err != nil {
+			return false
+		}
+		defer nc.Close()
+		js, _ := nc.JetStream()
+		_, err = js.AccountInfo()
+		return err == nil
+	})
+	return c
+}
+
+func (c *natsCluster) start(i int) {
+	c.t.Helper()
+	s, err := server.NewServer(c.opts[i])
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		c.t.Fatalf("node %d did not start", i+1)
+	}
+	c.mu.Lock()
+	c.nodes[i] = s
+	c.mu.Unlock()
+}
+
+func (c *natsCluster) stop(i int) {
+	c.mu.Lock()
+	s := c.nodes[i]
+	c.nodes[i] = nil
+	c.mu.Unlock()
+	if s != nil {
+		s.Shutdown()
+		s.WaitForShutdown()
+	}
+}
+
+// url lists every node, as CROSSCHECK_NATS_URL does.
+func (c *natsCluster) url() string {
+	var urls []string
+	for _, o := range c.opts {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", o.Port))
+	}
+	return strings.Join(urls, ",")
+}
+
+// On a 3-node cluster with every stream and bucket replicated three times,
+// an API process and two workers survive a worker killed mid-run and a NATS
+// node stopped mid-run and restarted: every accepted query completes, each
+// is charged once, and the audit passes. Submissions made while the node is
+// down are retried with their Idempotency-Key when they get 503.
+func TestClusterSurvivesANodeAndAWorker(t *testing.T) {
+	t.Parallel()
+	cl := startCluster(t)
+	h := newHarness(t, withRole(RoleAPI), withConfig(func(c *config.Config) {
+		c.NATSURL, c.Replicas = cl.url(), 3
+		c.SimLatency = 300 * time.Millisecond
+		c.WorkerAckWait = 2 * time.Second
+	}))
+	w1 := startProcess(t, h, RoleWorker)
+	startProcess(t, h, RoleWorker)
+	for _, st := range []string{"QUERIES", "ACCOUNTS", "KV_balances", "KV_idempotency"} {
+		info, err := h.m.Store.JS.Stream(context.Background(), st)
+		must(t, err == nil, "stream %s: %v", st, err)
+		must(t, info.CachedInfo().Config.Replicas == 3, "%s has %d replicas, want 3", st, info.CachedInfo().Config.Replicas)
+	}
+	acct := h.accountWith("free", 50)
+	keys := []string{h.key(acct), h.key(acct)}
+
+	retried := 0
+	submit := func(i int) string {
+		body := map[string]any{"mode": []string{"unify", "justify", "verify"}[i%3], "prompt": fmt.Sprintf("cluster %d: the Danube", i)}
+		idem := map[string]string{"Idempotency-Key": fmt.Sprintf("cluster-%d", i)}
+		var r response
+		for attempt := 0; attempt < 60; attempt++ {
+			if r = h.submit(keys[i%2], body, idem); r.status == 202 || r.status == 200 {
+				return r.json(t)["request_id"].(string)
+			}
+			must(t, r.status == 503 && r.errCode(t) == "service_restarting", "submit %d: %d %s", i, r.status, r.body)
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Fatalf("submit %d never accepted: %d %s", i, r.status, r.body)
+		return ""
+	}
+	var ids []string
+	for i := range 6 {
+		ids = append(ids, submit(i))
+	}
+	time.Sleep(400 * time.Millisecond)
+	w1.Crash()
+	cl.stop(1) // a NATS node goes down mid-run
+	for i := 6; i < 9; i++ {
+		ids = append(ids, submit(i))
+	}
+	time.Sleep(2 * time.Second)
+	cl.start(1) // and comes back
+	for i, id := range ids {
+		res := h.wait(keys[i%2], id, 120*time.Second)
+		must(t, res["status"] == "completed", "%s: %v %v", id, res["status"], res["error"])
+	}
+	t.Logf("%d submissions answered 503 service_restarting and were retried with their Idempotency-Key", retried)
+	// The balances read model catches up (a projection may have waited for
+	// its lease while the node was down).
+	eventually(t, 60*time.Second, "the balances read model to catch up", func() bool {
+		last, err := h.m.Store.Last(context.Background(), h.m.Store.Accounts, events.Filter(events.AggregateAccount, acct))
+		if err != nil || last == nil {
+			return false
+		}
+		doc, err := projections.GetBalance(context.Background(), h.m.Store.Balances, acct)
+		return err == nil && doc != nil && doc.Seq == last.Seq
+	})
+	h.m.Close()
+	ok, report := h.audit()
+	must(t, ok, "audit:\n%s", report)
+}
