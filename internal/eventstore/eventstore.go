@@ -67,7 +67,18 @@ type Store struct {
 	replicas int
 }
 
-// Open creates or updates every stream and bucket, idempotently.
+// atLeast returns the replicas to give stream: want, or more when the stream
+// exists with more. A process started with fewer replicas (a one-off audit
+// without CROSSCHECK_REPLICAS, say) never scales a cluster's streams down.
+func atLeast(ctx context.Context, js jetstream.JetStream, stream string, want int) int {
+	if st, err := js.Stream(ctx, stream); err == nil {
+		return max(want, st.CachedInfo().Config.Replicas)
+	}
+	return want
+}
+
+// Open creates or updates every stream and bucket, idempotently; it never
+// lowers the replicas of an existing one.
 func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 	if replicas < 1 {
 		replicas = 1
@@ -85,7 +96,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		Retention:   jetstream.LimitsPolicy,
 		Duplicates:  2 * time.Minute,
 		AllowDirect: true,
-		Replicas:    replicas,
+		Replicas:    atLeast(ctx, js, StreamQueries, replicas),
 	}); err != nil {
 		return nil, fmt.Errorf("stream %s: %w", StreamQueries, err)
 	}
@@ -99,7 +110,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		DenyDelete:  true,
 		DenyPurge:   true,
 		AllowDirect: true,
-		Replicas:    replicas,
+		Replicas:    atLeast(ctx, js, StreamAccounts, replicas),
 	}); err != nil {
 		return nil, fmt.Errorf("stream %s: %w", StreamAccounts, err)
 	}
@@ -117,7 +128,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 	}
 	for _, b := range buckets {
 		b.cfg.Storage = jetstream.FileStorage
-		b.cfg.Replicas = replicas
+		b.cfg.Replicas = atLeast(ctx, js, "KV_"+b.cfg.Bucket, replicas)
 		if *b.kv, err = js.CreateOrUpdateKeyValue(ctx, b.cfg); err != nil {
 			return nil, fmt.Errorf("bucket %s: %w", b.cfg.Bucket, err)
 		}
