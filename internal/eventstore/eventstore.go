@@ -35,6 +35,10 @@ const (
 // write: how long a projection waits for the process that held it and died.
 const LeaseTTL = 10 * time.Second
 
+// requestTimeout bounds a request to JetStream that has no deadline of its
+// own.
+const requestTimeout = 10 * time.Second
+
 // IdempotencyTTL is how long the idempotency bucket keeps an entry. The 24 h
 // window of the contract is enforced from the entry's own time; the bucket
 // keeps entries an hour longer so the check, not the expiry, decides.
@@ -346,11 +350,16 @@ func (s *Store) PutAll(ctx context.Context, bucket string, entries []Entry) erro
 		}
 		futures = append(futures, f)
 	}
+	// An acknowledgement lost with a leader that went down never comes.
+	timeout := time.NewTimer(requestTimeout)
+	defer timeout.Stop()
 	for _, f := range futures {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
 			return classify("put "+bucket, err)
+		case <-timeout.C:
+			return fmt.Errorf("put %s: no acknowledgement after %s: %w", bucket, requestTimeout, ErrUnavailable)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -364,6 +373,9 @@ func (s *Store) PutAll(ctx context.Context, bucket string, entries []Entry) erro
 // deleted.
 func (s *Store) GetLatest(ctx context.Context, bucket, key string) ([]byte, error) {
 	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
+	// A request lost with a leader that went down is never answered.
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	msg, err := s.NC.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
 	if err != nil {
 		return nil, classify("get "+bucket, err)
