@@ -79,6 +79,23 @@ func TestAPIAndWorkerProcesses(t *testing.T) {
 		other := h.call(api2.URL(), "GET", "/v1/queries/"+id, key, nil, nil)
 		must(t, other.status == 200 && strings.Contains(string(other.body), `"status":"completed"`), "the second API: %d %s", other.status, other.body)
 	}
+	// An SSE client that loses its connection resumes on the other API
+	// process with Last-Event-ID: the ids are stream sequences.
+	resp := h.openStream(keys[0], ids[0], nil)
+	evs, _ := readStream(t, resp.Body)
+	resp.Body.Close()
+	must(t, len(evs) > 4, "%d events", len(evs))
+	req, _ := http.NewRequest("GET", api2.URL()+"/v1/queries/"+ids[0]+"/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+keys[0])
+	req.Header.Set("Last-Event-ID", evs[2].id)
+	resp, err = http.DefaultClient.Do(req)
+	must(t, err == nil, "stream on the second API: %v", err)
+	resumed, _ := readStream(t, resp.Body)
+	resp.Body.Close()
+	must(t, len(resumed) == len(evs)-3, "resumed %d events on the second API, want %d", len(resumed), len(evs)-3)
+	for i, ev := range resumed {
+		must(t, ev.id == evs[i+3].id && ev.name == evs[i+3].name, "event %d: %s/%s, want %s/%s", i, ev.id, ev.name, evs[i+3].id, evs[i+3].name)
+	}
 	h.m.Close()
 	api2.Close()
 	ok, report := h.audit()
