@@ -306,3 +306,24 @@ func TestInflightSlotsFreedAfterCrash(t *testing.T) {
 	})
 	close(hold)
 }
+
+// holdUntilCrash returns the test providers, configured by fn on each start:
+// a call fn holds on hold stays in flight, as in a process killed mid-call,
+// until crash restarts h abruptly; after it hold is nil and calls answer.
+func holdUntilCrash(t *testing.T, fn func(key string, p *testProvider, hold chan struct{})) (option, func(h *harness)) {
+	var crashed atomic.Bool
+	never := make(chan struct{})
+	t.Cleanup(func() { close(never) })
+	opt := withProviders(func() providers.Set {
+		hold := never
+		if crashed.Load() {
+			hold = nil
+		}
+		set, _ := testProviders(func(key string, p *testProvider) { fn(key, p, hold) })
+		return set
+	})
+	return opt, func(h *harness) {
+		crashed.Store(true)
+		h.restart(true)
+	}
+}

@@ -216,25 +216,19 @@ func TestIdempotentReplayChargesNothing(t *testing.T) {
 // call, and the audit passes.
 func TestWorkerKilledMidQueryChargesOnce(t *testing.T) {
 	t.Parallel()
-	var crashed atomic.Bool
-	never := make(chan struct{})
-	defer close(never)
-	h := newHarness(t, withProviders(func() providers.Set {
-		set, _ := testProviders(func(key string, p *testProvider) {
-			if key != catalog.ProviderA && !crashed.Load() {
-				p.hold = never
-			}
-		})
-		return set
-	}))
+	held, crash := holdUntilCrash(t, func(key string, p *testProvider, hold chan struct{}) {
+		if key != catalog.ProviderA {
+			p.hold = hold
+		}
+	})
+	h := newHarness(t, held)
 	acct := h.accountWith("free", 50)
 	key := h.key(acct)
 	id := h.submitOK(key, "killed mid-query")
 	eventually(t, 30*time.Second, "provider_a's answer to be debited", func() bool {
 		return len(h.ledgerEvents(acct, "credits_debited")) == 1
 	})
-	crashed.Store(true)
-	h.restart(true)
+	crash(h)
 	res := h.wait(key, id, 60*time.Second)
 	must(t, res["status"] == "completed", "status %v", res["status"])
 	calls := map[string]int{}

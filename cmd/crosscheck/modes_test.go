@@ -393,17 +393,10 @@ func (h *harness) eventsOf(id, name string) []events.Record {
 // charged once and the audit passes.
 func TestVerifyResumesAfterACrash(t *testing.T) {
 	t.Parallel()
-	var crashed atomic.Bool
-	never := make(chan struct{})
-	defer close(never)
-	h := newHarness(t, withProviders(func() providers.Set {
-		set, _ := testProviders(func(key string, p *testProvider) {
-			if !crashed.Load() {
-				p.hold, p.holdPurpose = never, providers.PurposeAssessClaims
-			}
-		})
-		return set
-	}))
+	held, crash := holdUntilCrash(t, func(key string, p *testProvider, hold chan struct{}) {
+		p.hold, p.holdPurpose = hold, providers.PurposeAssessClaims
+	})
+	h := newHarness(t, held)
 	acct := h.accountWith("free", 50)
 	key := h.key(acct)
 	id := h.submit(key, map[string]any{"mode": "verify", "prompt": verifyPrompts[1]}).json(t)["request_id"].(string)
@@ -419,8 +412,7 @@ func TestVerifyResumesAfterACrash(t *testing.T) {
 		return h.countEvents(id, "evidence_retrieved") == want
 	})
 	searches := h.countEvents(id, "evidence_retrieved")
-	crashed.Store(true)
-	h.restart(true)
+	crash(h)
 	res := h.wait(key, id, 60*time.Second)
 	must(t, res["status"] == "completed", "status %v", res["status"])
 	for name, want := range map[string]int{"model_answered": 4, "claims_extracted": 4, "claims_merged": 1, "claims_assessed": 4, "verdicts_given": 1, "synthesized": 1} {
@@ -468,22 +460,16 @@ func TestModeCostsAreCalibrated(t *testing.T) {
 // answers or revises twice, and the query completes.
 func TestJustifyResumesAfterACrash(t *testing.T) {
 	t.Parallel()
-	var crashed atomic.Bool
-	never := make(chan struct{})
-	defer close(never)
-	h := newHarness(t, withProviders(func() providers.Set {
-		set, _ := testProviders(func(key string, p *testProvider) {
-			if key == catalog.ProviderD && !crashed.Load() {
-				p.hold, p.holdPurpose = never, providers.PurposeRevise
-			}
-		})
-		return set
-	}))
+	held, crash := holdUntilCrash(t, func(key string, p *testProvider, hold chan struct{}) {
+		if key == catalog.ProviderD {
+			p.hold, p.holdPurpose = hold, providers.PurposeRevise
+		}
+	})
+	h := newHarness(t, held)
 	key := h.newKey()
 	id := h.submit(key, map[string]any{"mode": "justify", "prompt": justifyPrompts[2]}).json(t)["request_id"].(string)
 	eventually(t, 30*time.Second, "three revisions", func() bool { return h.countEvents(id, "model_revised") == 3 })
-	crashed.Store(true)
-	h.restart(true)
+	crash(h)
 	res := h.wait(key, id, 60*time.Second)
 	must(t, res["status"] == "completed", "status %v", res["status"])
 	for name, want := range map[string]int{"model_answered": 4, "model_revised": 4, "disagreements_found": 1, "synthesized": 1} {
@@ -528,25 +514,17 @@ func TestFinalAnswerFailureAndAFailedResearch(t *testing.T) {
 // of the disagreements is not tried again after a crash.
 func TestJustifyResumeKeepsAFailedStep(t *testing.T) {
 	t.Parallel()
-	var crashed atomic.Bool
-	never := make(chan struct{})
-	defer close(never)
-	h := newHarness(t, withProviders(func() providers.Set {
-		set, _ := testProviders(func(key string, p *testProvider) {
-			if key == catalog.ProviderA {
-				p.garble = providers.PurposeFindDisagreements
-				if !crashed.Load() {
-					p.hold, p.holdPurpose = never, providers.PurposeRewrite
-				}
-			}
-		})
-		return set
-	}))
+	held, crash := holdUntilCrash(t, func(key string, p *testProvider, hold chan struct{}) {
+		if key == catalog.ProviderA {
+			p.garble = providers.PurposeFindDisagreements
+			p.hold, p.holdPurpose = hold, providers.PurposeRewrite
+		}
+	})
+	h := newHarness(t, held)
 	key := h.newKey()
 	id := h.submit(key, map[string]any{"mode": "justify", "prompt": justifyPrompts[1]}).json(t)["request_id"].(string)
 	eventually(t, 30*time.Second, "the failed extraction", func() bool { return h.countEvents(id, "step_failed") == 1 })
-	crashed.Store(true)
-	h.restart(true)
+	crash(h)
 	res := h.wait(key, id, 60*time.Second)
 	must(t, res["status"] == "completed", "status %v", res["status"])
 	must(t, h.countEvents(id, "step_failed") == 1 && h.countEvents(id, "disagreements_found") == 0,

@@ -33,18 +33,13 @@ func TestRestartResumesFromEvents(t *testing.T) {
 	for _, k := range catalog.ProviderKeys {
 		answers[k] = &atomic.Int64{}
 	}
-	var crashed atomic.Bool
-	never := make(chan struct{})
-	defer close(never)
-	h := newHarness(t, withProviders(func() providers.Set {
-		set, _ := testProviders(func(key string, p *testProvider) {
-			p.answers = answers[key]
-			if key != catalog.ProviderA && !crashed.Load() {
-				p.hold = never // b, c and d are mid-call when the process dies
-			}
-		})
-		return set
-	}))
+	held, crash := holdUntilCrash(t, func(key string, p *testProvider, hold chan struct{}) {
+		p.answers = answers[key]
+		if key != catalog.ProviderA {
+			p.hold = hold // b, c and d are mid-call when the process dies
+		}
+	})
+	h := newHarness(t, held)
 	key := h.newKey()
 	var ids []string
 	for i := range 3 {
@@ -58,8 +53,7 @@ func TestRestartResumesFromEvents(t *testing.T) {
 		}
 		return answers[catalog.ProviderD].Load() == 3
 	})
-	crashed.Store(true)
-	h.restart(true)
+	crash(h)
 	for _, id := range ids {
 		res := h.wait(key, id, 60*time.Second)
 		must(t, res["status"] == "completed", "query %s: %v", id, res["status"])

@@ -230,6 +230,44 @@ func (j *job) answered() ([]events.ModelAnswered, events.Event) {
 	return answers, nil
 }
 
+// finish records the query's one answer, once: a progress event, then the
+// answer write makes. A write that fails ends the query with
+// aggregation_failed, naming what failed; a job stopped meanwhile returns
+// ctx's error.
+func (j *job) finish(ctx context.Context, progress, what string, write func() (events.Synthesized, error)) (events.Event, error) {
+	if j.q.Synthesis != nil {
+		return events.QueryCompleted{}, nil
+	}
+	if err := j.progress(ctx, events.StageAggregating, 85, progress); err != nil {
+		return nil, err
+	}
+	syn, err := write()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return events.QueryFailed{Code: apperr.AggregationFailed, Message: what + " failed: " + err.Error()}, nil
+	}
+	if err := j.recordOutcome(ctx, syn, true); err != nil {
+		return nil, err
+	}
+	return events.QueryCompleted{}, nil
+}
+
+// writeAnswer has ref write the final answer from input (the `answer`
+// schema); the answer carries conflicts, which the mode derived itself.
+func (m *Models) writeAnswer(ctx context.Context, ref events.ModelRef, instructions, input string, conflicts []events.Conflict) (events.Synthesized, error) {
+	var out struct {
+		Answer string `json:"answer"`
+	}
+	mt, err := m.ask(ctx, ref, providers.PurposeRewrite, instructions, input, &providers.Schema{Name: SchemaAnswer, JSON: AnswerSchema}, &out)
+	if err != nil {
+		return events.Synthesized{}, fmt.Errorf("%s: %w", ref.Key(), err)
+	}
+	return events.Synthesized{Model: ref, Answer: events.Answer{Text: out.Answer, Conflicts: conflicts},
+		Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, nil
+}
+
 // answer is a model's plain answer to the question.
 func (m *Models) answer(ctx context.Context, ref events.ModelRef, prompt string) events.Event {
 	resp, err := m.complete(ctx, ref, providers.Request{

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/providers"
 )
@@ -100,23 +99,9 @@ func (m *Justify) Run(ctx context.Context, q *events.Query, emit Emit) (events.E
 	if err := m.deliberate(ctx, j, answers); err != nil {
 		return nil, err
 	}
-	if j.q.Synthesis != nil {
-		return events.QueryCompleted{}, nil
-	}
-	if err := j.progress(ctx, events.StageAggregating, 85, "writing the answer from the revised answers and the resolutions"); err != nil {
-		return nil, err
-	}
-	syn, err := m.conclude(ctx, j, answers)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return events.QueryFailed{Code: apperr.AggregationFailed, Message: "the final answer failed: " + err.Error()}, nil
-	}
-	if err := j.recordOutcome(ctx, syn, true); err != nil {
-		return nil, err
-	}
-	return events.QueryCompleted{}, nil
+	return j.finish(ctx, "writing the answer from the revised answers and the resolutions", "the final answer", func() (events.Synthesized, error) {
+		return m.conclude(ctx, j, answers)
+	})
 }
 
 // deliberate runs round 2 and the extraction of the disagreements, each
@@ -301,14 +286,5 @@ func (m *Justify) conclude(ctx context.Context, j *job, answers []events.ModelAn
 		}
 		fmt.Fprintf(&b, "- %s: %s — %s\n", d.Topic, state, d.Resolution)
 	}
-	var out struct {
-		Answer string `json:"answer"`
-	}
-	mt, err := m.ask(ctx, first, providers.PurposeRewrite, justifiedAnswerInstructions, b.String(),
-		&providers.Schema{Name: SchemaAnswer, JSON: AnswerSchema}, &out)
-	if err != nil {
-		return events.Synthesized{}, fmt.Errorf("%s: %w", first.Key(), err)
-	}
-	return events.Synthesized{Model: first, Answer: events.Answer{Text: out.Answer, Conflicts: conflicts},
-		Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, nil
+	return m.writeAnswer(ctx, first, justifiedAnswerInstructions, b.String(), conflicts)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/providers"
 )
@@ -63,22 +62,9 @@ func (u *Unify) Run(ctx context.Context, q *events.Query, emit Emit) (events.Eve
 	if ending != nil {
 		return ending, nil
 	}
-	if j.q.Synthesis == nil {
-		if err := j.progress(ctx, events.StageAggregating, 85, synthesizingMessage(len(answers))); err != nil {
-			return nil, err
-		}
-		syn, err := u.synthesize(ctx, q.Submitted.Prompt, answers)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return events.QueryFailed{Code: apperr.AggregationFailed, Message: "the synthesis failed: " + err.Error()}, nil
-		}
-		if err := j.recordOutcome(ctx, syn, true); err != nil {
-			return nil, err
-		}
-	}
-	return events.QueryCompleted{}, nil
+	return j.finish(ctx, synthesizingMessage(len(answers)), "the synthesis", func() (events.Synthesized, error) {
+		return u.synthesize(ctx, q.Submitted.Prompt, answers)
+	})
 }
 
 // synthesize asks the first model that answered, in selection order, for the

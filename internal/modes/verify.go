@@ -10,7 +10,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/providers"
 	"github.com/crosscheck/crosscheck/internal/search"
@@ -134,23 +133,9 @@ func (m *Verify) Run(ctx context.Context, q *events.Query, emit Emit) (events.Ev
 	if err := m.crossCheck(ctx, j, answers); err != nil {
 		return nil, err
 	}
-	if j.q.Synthesis != nil {
-		return events.QueryCompleted{}, nil
-	}
-	if err := j.progress(ctx, events.StageAggregating, 85, "rewriting the answer to agree with the verdicts"); err != nil {
-		return nil, err
-	}
-	syn, err := m.rewrite(ctx, j, answers)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return events.QueryFailed{Code: apperr.AggregationFailed, Message: "the final answer failed: " + err.Error()}, nil
-	}
-	if err := j.recordOutcome(ctx, syn, true); err != nil {
-		return nil, err
-	}
-	return events.QueryCompleted{}, nil
+	return j.finish(ctx, "rewriting the answer to agree with the verdicts", "the final answer", func() (events.Synthesized, error) {
+		return m.rewrite(ctx, j, answers)
+	})
 }
 
 func (m *Verify) native(ref events.ModelRef) bool {
@@ -607,17 +592,7 @@ func (m *Verify) rewrite(ctx context.Context, j *job, answers []events.ModelAnsw
 	for _, c := range claims {
 		fmt.Fprintf(&b, "- [%s] %s\n", verdicts[c.ID].Verdict, c.Text)
 	}
-	first := answers[0].Model
-	var out struct {
-		Answer string `json:"answer"`
-	}
-	mt, err := m.ask(ctx, first, providers.PurposeRewrite, rewriteInstructions, b.String(),
-		&providers.Schema{Name: SchemaAnswer, JSON: AnswerSchema}, &out)
-	if err != nil {
-		return events.Synthesized{}, fmt.Errorf("%s: %w", first.Key(), err)
-	}
-	return events.Synthesized{Model: first, Answer: events.Answer{Text: out.Answer, Conflicts: conflicts},
-		Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, nil
+	return m.writeAnswer(ctx, answers[0].Model, rewriteInstructions, b.String(), conflicts)
 }
 
 // claimConflict states a refuted or disputed claim as a conflict: the models

@@ -61,17 +61,8 @@ func (b *brave) Search(ctx context.Context, query string, limit int) ([]Result, 
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "application/json")
 	req.Header.Set("X-Subscription-Token", b.key)
-	body, err := b.client.do(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	results, err := parseBrave(body, limit)
-	if err != nil {
-		return nil, b.client.malformed(body, err)
-	}
-	return results, nil
+	return b.client.results(ctx, req, limit, parseBrave)
 }
 
 // braveResponse is the part of Brave's WebSearchApiResponse a search reads.

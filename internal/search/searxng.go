@@ -2,8 +2,6 @@ package search
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
 	"time"
@@ -41,40 +39,9 @@ func (s *searxng) Search(ctx context.Context, query string, limit int) ([]Result
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "application/json")
-	body, err := s.client.do(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	results, err := parseSearXNG(body, limit)
-	if err != nil {
-		return nil, s.client.malformed(body, err)
-	}
-	return results, nil
-}
-
-// searxngResponse is the part of SearXNG's JSON answer a search reads.
-type searxngResponse struct {
-	Results *[]struct {
-		URL     string `json:"url"`
-		Title   string `json:"title"`
-		Content string `json:"content"`
-	} `json:"results"`
+	return s.client.results(ctx, req, limit, parseSearXNG)
 }
 
 // parseSearXNG reads SearXNG's JSON answer; an answer without a results list
 // is not SearXNG's, and an error.
-func parseSearXNG(body []byte, limit int) ([]Result, error) {
-	var r searxngResponse
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, err
-	}
-	if r.Results == nil {
-		return nil, errors.New("no results list")
-	}
-	hits := make([]Result, 0, len(*r.Results))
-	for _, h := range *r.Results {
-		hits = append(hits, Result{URL: h.URL, Title: h.Title, Snippet: h.Content})
-	}
-	return webResults(hits, limit), nil
-}
+func parseSearXNG(body []byte, limit int) ([]Result, error) { return parseContentResults(body, limit) }

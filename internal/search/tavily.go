@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -68,42 +67,10 @@ func (t *tavily) Search(ctx context.Context, query string, limit int) ([]Result,
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Authorization", "Bearer "+t.key)
-	body, err := t.client.do(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	results, err := parseTavily(body, limit)
-	if err != nil {
-		return nil, t.client.malformed(body, err)
-	}
-	return results, nil
+	return t.client.results(ctx, req, limit, parseTavily)
 }
 
-// tavilyResponse is the part of Tavily's JSON answer a search reads; Tavily
-// already orders the results by score.
-type tavilyResponse struct {
-	Results *[]struct {
-		Title   string `json:"title"`
-		URL     string `json:"url"`
-		Content string `json:"content"`
-	} `json:"results"`
-}
-
-// parseTavily reads Tavily's JSON answer; an answer without a results list
-// is not Tavily's, and an error.
-func parseTavily(body []byte, limit int) ([]Result, error) {
-	var r tavilyResponse
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, err
-	}
-	if r.Results == nil {
-		return nil, errors.New("no results list")
-	}
-	hits := make([]Result, 0, len(*r.Results))
-	for _, h := range *r.Results {
-		hits = append(hits, Result{URL: h.URL, Title: h.Title, Snippet: h.Content})
-	}
-	return webResults(hits, limit), nil
-}
+// parseTavily reads Tavily's JSON answer (already ordered by score); an
+// answer without a results list is not Tavily's, and an error.
+func parseTavily(body []byte, limit int) ([]Result, error) { return parseContentResults(body, limit) }

@@ -2,6 +2,8 @@ package search
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -75,6 +77,48 @@ func (c *webClient) do(ctx context.Context, req *http.Request) ([]byte, error) {
 		return nil, fmt.Errorf("%s: response larger than %d MiB", c.name, maxResponse>>20)
 	}
 	return body, nil
+}
+
+// results sends req and reads its answer with parse: a failed request, or
+// an answer parse cannot read (reported as malformed), is an error.
+func (c *webClient) results(ctx context.Context, req *http.Request, limit int, parse func([]byte, int) ([]Result, error)) ([]Result, error) {
+	req.Header.Set("Accept", "application/json")
+	body, err := c.do(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	results, err := parse(body, limit)
+	if err != nil {
+		return nil, c.malformed(body, err)
+	}
+	return results, nil
+}
+
+// contentResults is the answer of SearXNG and of Tavily: a list of results,
+// each with a url, a title and the matching content.
+type contentResults struct {
+	Results *[]struct {
+		URL     string `json:"url"`
+		Title   string `json:"title"`
+		Content string `json:"content"`
+	} `json:"results"`
+}
+
+// parseContentResults reads a contentResults answer; one without a results
+// list is not such an answer, and an error.
+func parseContentResults(body []byte, limit int) ([]Result, error) {
+	var r contentResults
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, err
+	}
+	if r.Results == nil {
+		return nil, errors.New("no results list")
+	}
+	hits := make([]Result, 0, len(*r.Results))
+	for _, h := range *r.Results {
+		hits = append(hits, Result{URL: h.URL, Title: h.Title, Snippet: h.Content})
+	}
+	return webResults(hits, limit), nil
 }
 
 func (c *webClient) failed(ctx context.Context, err error) error {
