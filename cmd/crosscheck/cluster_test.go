@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
@@ -38,7 +39,29 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// startCluster starts the three nodes and waits for JetStream.
 func startCluster(t *testing.T) *natsCluster {
+	t.Helper()
+	c := newCluster(t)
+	for i := range 3 {
+		c.start(i)
+	}
+	// Ready when JetStream answers through the cluster.
+	eventually(t, 60*time.Second, "the JetStream cluster", func() bool {
+		nc, err := nats.Connect(c.url())
+		if err != nil {
+			return false
+		}
+		defer nc.Close()
+		js, _ := nc.JetStream()
+		_, err = js.AccountInfo()
+		return err == nil
+	})
+	return c
+}
+
+// newCluster configures the three nodes and starts none.
+func newCluster(t *testing.T) *natsCluster {
 	t.Helper()
 	c := &natsCluster{t: t}
 	dir := t.TempDir()
@@ -58,24 +81,10 @@ func startCluster(t *testing.T) *natsCluster {
 		})
 	}
 	c.nodes = make([]*server.Server, 3)
-	for i := range 3 {
-		c.start(i)
-	}
 	t.Cleanup(func() {
 		for i := range 3 {
 			c.stop(i)
 		}
-	})
-	// Ready when JetStream answers through the cluster.
-	eventually(t, 60*time.Second, "the JetStream cluster", func() bool {
-		nc, err := nats.Connect(c.url())
-		if err != nil {
-			return false
-		}
-		defer nc.Close()
-		js, _ := nc.JetStream()
-		_, err = js.AccountInfo()
-		return err == nil
 	})
 	return c
 }
@@ -152,6 +161,7 @@ func TestClusterSurvivesANodeAndAWorker(t *testing.T) {
 				return r.json(t)["request_id"].(string)
 			}
 			must(t, r.status == 503 && r.errCode(t) == "service_restarting", "submit %d: %d %s", i, r.status, r.body)
+			retried++
 			time.Sleep(500 * time.Millisecond)
 		}
 		t.Fatalf("submit %d never accepted: %d %s", i, r.status, r.body)
@@ -174,6 +184,34 @@ func TestClusterSurvivesANodeAndAWorker(t *testing.T) {
 		must(t, res["status"] == "completed", "%s: %v %v", id, res["status"], res["error"])
 	}
 	t.Logf("%d submissions answered 503 service_restarting and were retried with their Idempotency-Key", retried)
+
+	// Two nodes of three down: JetStream has no quorum and cannot take a
+	// write. A submission gets 503 service_restarting; once the nodes are
+	// back its resubmission with the same Idempotency-Key runs it, once.
+	cl.stop(1)
+	cl.stop(2)
+	body := map[string]any{"mode": "unify", "prompt": "no quorum: the Danube"}
+	idem := map[string]string{"Idempotency-Key": "no-quorum"}
+	refusedAt := time.Now()
+	expectRestarting(t, h.submit(keys[0], body, idem))
+	t.Logf("without quorum a submission was answered 503 service_restarting in %s", time.Since(refusedAt).Round(time.Millisecond))
+	cl.start(1)
+	cl.start(2)
+	var id string
+	refused := 0
+	eventually(t, 120*time.Second, "the resubmission to be accepted", func() bool {
+		r := h.submit(keys[0], body, idem)
+		if r.status == 202 {
+			id = r.json(t)["request_id"].(string)
+			return true
+		}
+		expectRestarting(t, r)
+		refused++
+		return false
+	})
+	t.Logf("its resubmission was refused %d more times while the nodes came back, then accepted", refused)
+	res := h.wait(keys[0], id, 120*time.Second)
+	must(t, res["status"] == "completed" && h.countEvents(id, "submitted") == 1, "%s after the quorum came back: %v %v, %d submitted events", id, res["status"], res["error"], h.countEvents(id, "submitted"))
 	// The balances read model catches up (a projection may have waited for
 	// its lease while the node was down).
 	eventually(t, 60*time.Second, "the balances read model to catch up", func() bool {
@@ -187,4 +225,38 @@ func TestClusterSurvivesANodeAndAWorker(t *testing.T) {
 	h.m.Close()
 	ok, report := h.audit()
 	must(t, ok, "audit:\n%s", report)
+}
+
+// Processes started with a cluster that cannot answer yet (one node of
+// three up: no JetStream leader) wait for it instead of exiting, and run
+// once the other nodes are up.
+func TestProcessesWaitForAStartingCluster(t *testing.T) {
+	t.Parallel()
+	cl := newCluster(t)
+	cl.start(0)
+	cfg := config.Defaults()
+	cfg.NATSURL, cfg.Replicas, cfg.HTTPAddr = cl.url(), 3, "127.0.0.1:0"
+	w := &Main{Config: cfg, Role: RoleWorker, Log: zerolog.Nop()}
+	t.Cleanup(func() { w.Close() })
+	opened := make(chan error, 1)
+	go func() { opened <- w.Open(context.Background()) }()
+	time.Sleep(2 * time.Second)
+	select {
+	case err := <-opened:
+		t.Fatalf("the worker did not wait for the cluster: %v", err)
+	default:
+	}
+	cl.start(1)
+	cl.start(2)
+	select {
+	case err := <-opened:
+		must(t, err == nil, "the worker's start: %v", err)
+	case <-time.After(90 * time.Second):
+		t.Fatal("the worker never started")
+	}
+	h := newHarness(t, withRole(RoleAPI), withConfig(func(c *config.Config) { c.NATSURL, c.Replicas = cl.url(), 3 }))
+	key := h.newKey()
+	id := h.submitOK(key, "after the cluster came up")
+	res := h.wait(key, id, 60*time.Second)
+	must(t, res["status"] == "completed", "%s: %v %v", id, res["status"], res["error"])
 }

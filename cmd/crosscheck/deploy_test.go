@@ -391,20 +391,30 @@ func (c *deployChecker) checkProcess(p deployProcess, service bool) {
 		c.addf("%s: crosscheck api needs CROSSCHECK_ADMIN_TOKEN", p.where)
 	}
 	if service {
-		grace := config.Defaults().ShutdownGrace
-		if v := p.env["CROSSCHECK_SHUTDOWN_GRACE"]; v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				c.addf("%s: CROSSCHECK_SHUTDOWN_GRACE=%q: %v", p.where, v, err)
-				return
-			}
-			grace = d
-		}
-		// Close waits up to the grace plus 5 s for the HTTP servers.
-		if p.stop > 0 && p.stop <= grace+5*time.Second {
-			c.addf("%s: the stop timeout (stop_grace_period / terminationGracePeriodSeconds) of %s must be longer than CROSSCHECK_SHUTDOWN_GRACE (%s) + 5s", p.where, p.stop, grace)
+		d := config.Defaults()
+		grace, ok1 := c.duration(p, "CROSSCHECK_SHUTDOWN_GRACE", d.ShutdownGrace)
+		drain, ok2 := c.duration(p, "CROSSCHECK_SHUTDOWN_DRAIN", d.ShutdownDrain)
+		// Close drains, then waits up to the grace plus 5 s for the HTTP
+		// servers.
+		if ok1 && ok2 && p.stop > 0 && p.stop <= drain+grace+5*time.Second {
+			c.addf("%s: the stop timeout (stop_grace_period / terminationGracePeriodSeconds) of %s must be longer than CROSSCHECK_SHUTDOWN_DRAIN (%s) + CROSSCHECK_SHUTDOWN_GRACE (%s) + 5s", p.where, p.stop, drain, grace)
 		}
 	}
+}
+
+// duration reads the duration setting name of p, or def when p does not set
+// it; ok is false (and a problem noted) when the value is not a duration.
+func (c *deployChecker) duration(p deployProcess, name string, def time.Duration) (d time.Duration, ok bool) {
+	v := p.env[name]
+	if v == "" {
+		return def, true
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		c.addf("%s: %s=%q: %v", p.where, name, v, err)
+		return 0, false
+	}
+	return d, true
 }
 
 // natsHosts returns the hosts of a CROSSCHECK_NATS_URL value.

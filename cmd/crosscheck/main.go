@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -191,6 +192,7 @@ type Main struct {
 	cancel     context.CancelFunc
 	stopWorker context.CancelFunc
 	workerDone chan struct{}
+	stopping   atomic.Bool
 	wg         sync.WaitGroup
 	closeOnce  sync.Once
 }
@@ -218,10 +220,10 @@ func (m *Main) Open(ctx context.Context) error {
 		if m.nc, err = m.nats.Connect("crosscheck"); err != nil {
 			return err
 		}
-	} else if m.nc, err = eventstore.Connect(cfg.NATSURL, "crosscheck-"+m.role(), cfg.NATSAuth); err != nil {
-		return err
-	}
-	if m.Store, err = eventstore.Open(ctx, m.nc, cfg.Replicas); err != nil {
+		if m.Store, err = eventstore.Open(ctx, m.nc, cfg.Replicas); err != nil {
+			return err
+		}
+	} else if err := m.openShared(ctx); err != nil {
 		return err
 	}
 	if err := m.loadAdminToken(); err != nil {
@@ -270,7 +272,7 @@ func (m *Main) Open(ctx context.Context) error {
 		m.workerDone = make(chan struct{})
 		w := &worker.Worker{
 			Store: m.Store, Log: m.Log, Now: m.Now,
-			AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, Grace: cfg.ShutdownGrace, Finished: m.Queries.Release,
+			AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, MaxDeliver: cfg.WorkerMaxDeliver, Grace: cfg.ShutdownGrace, Finished: m.Queries.Release,
 			Ledger: m.Ledger,
 			Modes: map[string]worker.Mode{
 				queries.ModeUnify:   &modes.Unify{Models: models},
@@ -286,6 +288,45 @@ func (m *Main) Open(ctx context.Context) error {
 		}()
 	}
 	return m.listen(runCtx)
+}
+
+// openShared connects to CROSSCHECK_NATS_URL and opens the event store,
+// waiting up to CROSSCHECK_START_TIMEOUT for a NATS that is not reachable
+// yet or a JetStream that cannot answer yet (a cluster starting with the
+// processes, before it has elected its leaders). A refused login is not
+// waited for.
+func (m *Main) openShared(ctx context.Context) error {
+	deadline := time.Now().Add(m.Config.StartTimeout)
+	delay := 500 * time.Millisecond
+	for {
+		err := m.tryOpenShared(ctx)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, nats.ErrAuthorization) || ctx.Err() != nil || time.Now().Add(delay).After(deadline) {
+			return err
+		}
+		m.Log.Warn().Err(err).Dur("retry_in", delay).Msg("NATS JetStream is not ready yet")
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return err
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+func (m *Main) tryOpenShared(ctx context.Context) error {
+	var err error
+	if m.nc == nil {
+		if m.nc, err = eventstore.Connect(m.Config.NATSURL, "crosscheck-"+m.role(), m.Config.NATSAuth); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	m.Store, err = eventstore.Open(ctx, m.nc, m.Config.Replicas)
+	return err
 }
 
 func (m *Main) runProjections(ctx context.Context) {
@@ -323,7 +364,7 @@ func (m *Main) listen(ctx context.Context) error {
 	base := func(net.Listener) context.Context { return ctx }
 	if !m.runsAPI() {
 		// A worker answers only its health checks.
-		health := &handlers.Server{Log: m.Log, Ready: m.ready}
+		health := &handlers.Server{Log: m.Log, Ready: m.ready, Stopping: m.stopping.Load}
 		m.public = &http.Server{Handler: health.HealthHandler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
 		m.wg.Go(func() {
 			if err := m.public.Serve(m.publicLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -342,7 +383,7 @@ func (m *Main) listen(ctx context.Context) error {
 	}
 	api := &handlers.Server{
 		Auth: m.Accounts, Queries: m.Queries, Events: m.Store, Catalog: m.Catalog,
-		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat,
+		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat, Stopping: m.stopping.Load,
 	}
 	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
 	m.public = &http.Server{Handler: api.Handler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
@@ -381,11 +422,17 @@ func (m *Main) AdminURL() string {
 	return "http://" + m.adminLn.Addr().String()
 }
 
-// Close shuts down in order: stop taking requests, let running jobs finish
-// for the grace period and hand the rest back, stop the projectors, flush and
-// stop NATS. Accepted queries are in the stream and resume on the next start.
+// Close shuts down in order: refuse submissions and report not ready for the
+// drain period, stop taking requests, let running jobs finish for the grace
+// period and hand the rest back, stop the projectors, flush and stop NATS.
+// Accepted queries are in the stream and resume on the next start.
 func (m *Main) Close() error {
 	m.closeOnce.Do(func() {
+		m.stopping.Store(true)
+		if m.runsAPI() && m.public != nil && m.Config.ShutdownDrain > 0 {
+			m.Log.Info().Dur("drain", m.Config.ShutdownDrain).Msg("draining: not ready, refusing submissions")
+			time.Sleep(m.Config.ShutdownDrain)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownGrace+5*time.Second)
 		defer cancel()
 		if m.cancel != nil {

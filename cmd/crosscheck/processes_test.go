@@ -27,11 +27,15 @@ func sharedNATS(t *testing.T) (url, token string) {
 	return srv.ClientURL(), token
 }
 
-// startProcess starts a process of role on the shared server.
-func startProcess(t *testing.T, h *harness, role string) *Main {
+// startProcess starts a process of role on the shared server, with the
+// harness's settings changed by set.
+func startProcess(t *testing.T, h *harness, role string, set ...func(*config.Config)) *Main {
 	t.Helper()
 	cfg := h.cfg
 	cfg.HTTPAddr, cfg.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
+	for _, f := range set {
+		f(&cfg)
+	}
 	m := &Main{Config: cfg, Role: role, Log: zerolog.New(h.logs), Now: h.clock.Now, RetryDelays: []time.Duration{5 * time.Millisecond}}
 	if err := m.Open(context.Background()); err != nil {
 		m.Close()

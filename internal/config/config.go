@@ -35,8 +35,18 @@ type Config struct {
 	WorkerAckWait time.Duration
 	// WorkerMaxJobs bounds the queries one worker runs at once.
 	WorkerMaxJobs int
+	// WorkerMaxDeliver is how many times a job is delivered before it ends
+	// as failed.
+	WorkerMaxDeliver int
+	// StartTimeout is how long a process waits at start for a shared NATS
+	// JetStream that is not reachable or not ready yet.
+	StartTimeout time.Duration
 	// ShutdownGrace is how long a stopping process lets running jobs finish.
 	ShutdownGrace time.Duration
+	// ShutdownDrain is how long a stopping API process keeps serving, not
+	// ready and refusing submissions with service_restarting, before its
+	// HTTP servers stop taking connections.
+	ShutdownDrain time.Duration
 	// ModelTimeout bounds one model call.
 	ModelTimeout time.Duration
 	// SSEHeartbeat is the interval of heartbeat comments on event streams.
@@ -57,16 +67,18 @@ type NATSAuth struct {
 // Defaults returns the settings with nothing set.
 func Defaults() Config {
 	return Config{
-		HTTPAddr:      "127.0.0.1:8080",
-		AdminAddr:     "127.0.0.1:8081",
-		DataDir:       "./data",
-		Replicas:      1,
-		LogLevel:      "info",
-		WorkerAckWait: 10 * time.Second,
-		WorkerMaxJobs: 16384,
-		ShutdownGrace: 10 * time.Second,
-		ModelTimeout:  120 * time.Second,
-		SSEHeartbeat:  15 * time.Second,
+		HTTPAddr:         "127.0.0.1:8080",
+		AdminAddr:        "127.0.0.1:8081",
+		DataDir:          "./data",
+		Replicas:         1,
+		LogLevel:         "info",
+		WorkerAckWait:    10 * time.Second,
+		WorkerMaxJobs:    16384,
+		WorkerMaxDeliver: 10,
+		ShutdownGrace:    10 * time.Second,
+		StartTimeout:     2 * time.Minute,
+		ModelTimeout:     120 * time.Second,
+		SSEHeartbeat:     15 * time.Second,
 	}
 }
 
@@ -106,6 +118,8 @@ func FromEnv() (Config, error) {
 	dur("CROSSCHECK_SIM_LATENCY", &c.SimLatency)
 	dur("CROSSCHECK_WORKER_ACK_WAIT", &c.WorkerAckWait)
 	dur("CROSSCHECK_SHUTDOWN_GRACE", &c.ShutdownGrace)
+	dur("CROSSCHECK_SHUTDOWN_DRAIN", &c.ShutdownDrain)
+	dur("CROSSCHECK_START_TIMEOUT", &c.StartTimeout)
 	dur("CROSSCHECK_MODEL_TIMEOUT", &c.ModelTimeout)
 	dur("CROSSCHECK_SSE_HEARTBEAT", &c.SSEHeartbeat)
 	integer := func(name string, dst *int, lo int) {
@@ -120,6 +134,7 @@ func FromEnv() (Config, error) {
 	}
 	integer("CROSSCHECK_REPLICAS", &c.Replicas, 1)
 	integer("CROSSCHECK_WORKER_MAX_JOBS", &c.WorkerMaxJobs, 1)
+	integer("CROSSCHECK_WORKER_MAX_DELIVER", &c.WorkerMaxDeliver, 2)
 	if v := os.Getenv("CROSSCHECK_SYNC_INTERVAL"); v != "" {
 		if strings.EqualFold(v, "always") {
 			c.SyncAlways = true

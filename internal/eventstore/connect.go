@@ -1,6 +1,7 @@
 package eventstore
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -35,6 +36,11 @@ func Connect(urls, name string, auth config.NATSAuth) (*nats.Conn, error) {
 		opts = append(opts, nats.ClientCert(auth.TLSCert, auth.TLSKey))
 	}
 	nc, err := nats.Connect(urls, opts...)
+	if errors.Is(err, nats.ErrAuthorization) {
+		// Refused, not unreachable: kept as such so that a caller does not
+		// wait for it to pass.
+		return nil, fmt.Errorf("connect to NATS at %s: %w", redact(urls), nats.ErrAuthorization)
+	}
 	if err != nil {
 		msg := err.Error()
 		if auth.Token != "" {

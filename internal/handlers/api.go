@@ -49,6 +49,11 @@ type Server struct {
 	Heartbeat time.Duration
 	// Ready reports whether the service can take requests.
 	Ready func(ctx context.Context) error
+	// Stopping, when set, reports that the process is shutting down: it is
+	// not ready and refuses new submissions with service_restarting, which
+	// the client resubmits (to another process) with the same
+	// Idempotency-Key. Reads and open streams go on until the servers stop.
+	Stopping func() bool
 }
 
 // Handler returns the public API's router.
@@ -89,6 +94,10 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.stopping() {
+		s.writeError(w, r, errStopping, "")
+		return
+	}
 	if s.Ready != nil {
 		if err := s.Ready(r.Context()); err != nil {
 			s.writeError(w, r, apperr.New(apperr.ServiceRestarting, "not ready: %v", err), "")
@@ -139,7 +148,16 @@ func readQuery(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return body, nil
 }
 
+// errStopping answers a process that is shutting down.
+var errStopping = &apperr.Error{Code: apperr.ServiceRestarting, Message: "this server is shutting down; resubmit with the same Idempotency-Key", RetryAfter: 1}
+
+func (s *Server) stopping() bool { return s.Stopping != nil && s.Stopping() }
+
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	if s.stopping() {
+		s.writeError(w, r, errStopping, "")
+		return
+	}
 	body, err := readQuery(w, r)
 	if err != nil {
 		s.writeError(w, r, err, "")

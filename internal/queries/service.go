@@ -142,8 +142,11 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	return Submission{RequestID: requestID, Status: events.StatusQueued}, nil
 }
 
-// admissionTimeout bounds an admission once it has started writing.
-const admissionTimeout = 30 * time.Second
+// admissionTimeout bounds an admission once it has started writing. A write
+// JetStream cannot take (a cluster without quorum) waits for this deadline,
+// so it is also how long a client waits for its 503 service_restarting; a
+// healthy admission takes milliseconds.
+const admissionTimeout = 10 * time.Second
 
 // refusal reports whether err refuses the submission for good: nothing was
 // admitted, so the Idempotency-Key may be used again.

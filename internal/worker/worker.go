@@ -1,16 +1,21 @@
-// Package worker runs queries. The event log is the queue: a worker is a
+// Package worker runs queries. The event log is the queue: workers share a
 // durable pull consumer on submitted events with a short AckWait that
 // in-progress acks keep alive while the job runs, so a dead worker's job is
-// redelivered within seconds and resumes from the query's own events.
+// redelivered within seconds and resumes from the query's own events. A job
+// that keeps failing is retried with a growing delay and, after MaxDeliver
+// deliveries, ends as failed with its reservation released.
 package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -46,8 +51,16 @@ type Worker struct {
 	// AckWait is how long a job may go without an in-progress ack before it
 	// is redelivered to another worker.
 	AckWait time.Duration
-	// MaxJobs bounds the jobs run at once.
+	// MaxJobs bounds the jobs this worker runs at once; it pulls no more
+	// jobs than it has room for, so the others take the rest.
 	MaxJobs int
+	// MaxDeliver is how many times a job is delivered before it ends as
+	// failed (zero: DefaultMaxDeliver).
+	MaxDeliver int
+	// Backoff is the delay before a failed job is delivered again, by the
+	// number of deliveries so far (the last entry repeats; nil:
+	// DefaultBackoff).
+	Backoff []time.Duration
 	// Grace is how long Run lets running jobs finish after ctx ends before it
 	// cancels them and hands them back.
 	Grace time.Duration
@@ -59,47 +72,101 @@ type Worker struct {
 	Ledger Ledger
 }
 
+// DefaultMaxDeliver and DefaultBackoff give a failing job about four
+// minutes to succeed: long enough for a JetStream leader election or a
+// rolling restart, short enough that a client is not left waiting on a job
+// that cannot run.
+const DefaultMaxDeliver = 10
+
+// DefaultBackoff doubles from 1 s up to a minute.
+var DefaultBackoff = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute}
+
+// fetchBatch bounds one pull request: a batch is delivered at once and its
+// channels are sized by it.
+const fetchBatch = 256
+
+func (w *Worker) maxDeliver() int {
+	if w.MaxDeliver > 0 {
+		return w.MaxDeliver
+	}
+	return DefaultMaxDeliver
+}
+
+// backoff is the delay before delivery n+1 of a job that failed n times.
+func (w *Worker) backoff(n uint64) time.Duration {
+	b := w.Backoff
+	if len(b) == 0 {
+		b = DefaultBackoff
+	}
+	return b[min(int(n), len(b))-1]
+}
+
 // Run consumes jobs until ctx ends, then lets running jobs finish for Grace,
 // cancels the rest and hands them back for redelivery.
 func (w *Worker) Run(ctx context.Context) error {
+	// The backoff is applied by negative acks with a delay rather than the
+	// consumer's BackOff, which would replace AckWait by delivery and break
+	// the in-progress keep-alive. MaxAckPending is left to the workers: each
+	// pulls only what it has room for, so any number of them share the
+	// consumer and every one is bounded by its own MaxJobs.
 	cons, err := w.Store.Queries.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       ConsumerName,
 		FilterSubject: "ev." + events.AggregateQuery + ".*." + events.QuerySubmitted{}.EventName(),
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       w.AckWait,
-		MaxAckPending: w.MaxJobs,
+		MaxDeliver:    w.maxDeliver(),
+		MaxAckPending: -1,
 	})
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", ConsumerName, err)
 	}
-	msgs, err := cons.Messages(jetstream.PullMaxMessages(min(w.MaxJobs, 256)))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", ConsumerName, err)
-	}
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelJobs()
-	go func() {
-		<-ctx.Done()
-		msgs.Stop()
-	}()
-	slots := make(chan struct{}, w.MaxJobs)
+	exhausted, err := w.watchExhausted(jobCtx)
+	if err != nil {
+		return err
+	}
+
 	var jobs sync.WaitGroup
-	for {
-		msg, err := msgs.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				break
-			}
-			w.Log.Warn().Err(err).Msg("worker: next message")
+
+	slots := make(chan struct{}, w.MaxJobs)
+	for ctx.Err() == nil {
+		// Wait for room, then ask for as many jobs as there is room for.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
 			continue
 		}
-		slots <- struct{}{}
-		jobs.Go(func() {
-			defer func() { <-slots }()
-			w.handle(jobCtx, msg)
-		})
+		room := 1 + take(slots, min(w.MaxJobs, fetchBatch)-1)
+		batch, err := cons.Fetch(room, jetstream.FetchContext(ctx))
+		if err != nil {
+			release(slots, room)
+			if ctx.Err() == nil {
+				w.Log.Warn().Err(err).Msg("worker: fetch")
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		for msg := range batch.Messages() {
+			if ctx.Err() != nil {
+				// Came in as the worker stops: hand it back at once.
+				_ = msg.Nak()
+				continue
+			}
+			room--
+			jobs.Go(func() {
+				defer func() { <-slots }()
+				w.handle(jobCtx, msg)
+			})
+		}
+		release(slots, room)
+		if err := batch.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+			w.Log.Warn().Err(err).Msg("worker: fetch")
+			sleep(ctx, time.Second)
+		}
 	}
+	_ = exhausted.Unsubscribe()
 	done := make(chan struct{})
 	go func() { jobs.Wait(); close(done) }()
 	select {
@@ -111,24 +178,131 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
+// take takes up to n more slots that are free now and says how many.
+func take(slots chan struct{}, n int) int {
+	for i := range n {
+		select {
+		case slots <- struct{}{}:
+		default:
+			return i
+		}
+	}
+	return n
+}
+
+// release frees n slots.
+func release(slots chan struct{}, n int) {
+	for range n {
+		<-slots
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	id := events.AggregateID(msg.Subject())
+	meta, _ := msg.Metadata()
+	delivered := uint64(1)
+	if meta != nil {
+		delivered = meta.NumDelivered
+	}
 	stop := keepAlive(msg, max(w.AckWait/3, 100*time.Millisecond))
-	err := w.run(ctx, id, firstDelivery(msg))
-	stop()
+	err := w.runSafely(ctx, id, firstDelivery(msg), nil)
 	switch {
 	case err == nil:
+		stop()
 		_ = msg.Ack()
 	case errors.Is(err, errYield):
+		stop()
 		w.Log.Info().Str("request_id", id).Msg("worker: another worker is running this query; handing it back")
 		_ = msg.NakWithDelay(w.AckWait)
 	case ctx.Err() != nil:
 		// Shutting down: hand the job back at once.
+		stop()
 		_ = msg.Nak()
+	case delivered >= uint64(w.maxDeliver()):
+		// The last delivery failed too: end the query as failed, still
+		// under the keep-alive. If even that fails, the consumer's
+		// max-deliveries advisory gives a worker one more try.
+		w.Log.Error().Err(err).Str("request_id", id).Uint64("deliveries", delivered).Msg("worker: job failed on its last delivery; ending it as failed")
+		gerr := w.giveUp(ctx, id, delivered)
+		stop()
+		if gerr != nil {
+			w.Log.Error().Err(gerr).Str("request_id", id).Msg("worker: could not end the failed job")
+			_ = msg.Nak()
+			return
+		}
+		_ = msg.Term()
 	default:
-		w.Log.Warn().Err(err).Str("request_id", id).Msg("worker: job interrupted; it will be redelivered")
-		_ = msg.NakWithDelay(time.Second)
+		stop()
+		delay := w.backoff(delivered)
+		w.Log.Warn().Err(err).Str("request_id", id).Uint64("deliveries", delivered).Dur("retry_in", delay).Msg("worker: job interrupted; it will be redelivered")
+		_ = msg.NakWithDelay(delay)
 	}
+}
+
+// runSafely runs a job and turns a panic on its goroutine into an error, so
+// one bad job fails alone and is retried like any other failure.
+func (w *Worker) runSafely(ctx context.Context, id string, first *events.Record, giveUp *events.QueryFailed) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.Log.Error().Str("request_id", id).Str("stack", string(debug.Stack())).Msgf("worker: job panicked: %v", p)
+			err = fmt.Errorf("job panicked: %v", p)
+		}
+	}()
+	return w.run(ctx, id, first, giveUp)
+}
+
+// giveUp ends a job that failed on each of its deliveries: it is settled as
+// failed (its recorded calls charged, its reservation released) unless it
+// had already settled, in which case that ending stands.
+func (w *Worker) giveUp(ctx context.Context, id string, delivered uint64) error {
+	failed := &events.QueryFailed{Code: apperr.Internal, Message: fmt.Sprintf("the service could not run this query (%d attempts); submit it again", delivered)}
+	return w.runSafely(ctx, id, nil, failed)
+}
+
+// maxDeliveriesAdvisory is what JetStream publishes, on
+// maxDeliveriesSubject, when it stops delivering a job that was delivered
+// MaxDeliver times without an acknowledgement.
+type maxDeliveriesAdvisory struct {
+	StreamSeq  uint64 `json:"stream_seq"`
+	Deliveries uint64 `json:"deliveries"`
+}
+
+const maxDeliveriesSubject = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + eventstore.StreamQueries + "." + ConsumerName
+
+// watchExhausted ends the jobs whose last delivery ended without an answer
+// (their worker died each time, say): one worker of the queue group takes
+// each advisory and ends the job as failed. Advisories are not stored, so
+// this is the second chance, after the worker of the last delivery's own.
+func (w *Worker) watchExhausted(ctx context.Context) (*nats.Subscription, error) {
+	sub, err := w.Store.NC.QueueSubscribe(maxDeliveriesSubject, "crosscheck-workers", func(m *nats.Msg) {
+		var adv maxDeliveriesAdvisory
+		if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
+			return
+		}
+		raw, err := w.Store.Queries.GetMsg(ctx, adv.StreamSeq)
+		if err != nil {
+			w.Log.Error().Err(err).Uint64("seq", adv.StreamSeq).Msg("worker: an exhausted job could not be read")
+			return
+		}
+		id := events.AggregateID(raw.Subject)
+		w.Log.Error().Str("request_id", id).Uint64("deliveries", adv.Deliveries).Msg("worker: job was delivered its last time without an answer; ending it as failed")
+		if err := w.giveUp(ctx, id, adv.Deliveries); err != nil {
+			w.Log.Error().Err(err).Str("request_id", id).Msg("worker: could not end the exhausted job")
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", maxDeliveriesSubject, err)
+	}
+	return sub, nil
 }
 
 // keepAlive sends an in-progress ack every interval until stop is called,
@@ -176,8 +350,9 @@ var errYield = errors.New("another worker is running this query")
 
 // run loads the query and runs its mode to its end: settle the credits,
 // then append the terminal event. first, when set, is the query's only
-// event, which saves the load.
-func (w *Worker) run(ctx context.Context, id string, first *events.Record) error {
+// event, which saves the load. giveUp, when set, ends the query with that
+// failure instead of running its mode (a settlement already recorded wins).
+func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveUp *events.QueryFailed) error {
 	q := &events.Query{}
 	var err error
 	if first != nil {
@@ -200,7 +375,7 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record) error
 			})
 		}
 	}
-	terminal, err := w.decide(ctx, q, em)
+	terminal, err := w.decide(ctx, q, em, giveUp)
 	em.debits.Wait()
 	if err == nil && q.Settled == nil {
 		for _, r := range em.recorded() {
@@ -224,11 +399,15 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record) error
 	return err
 }
 
-// decide returns how the query ends: the ending a settlement recorded, or
-// what its mode decides after running the steps not yet recorded.
-func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter) (events.Event, error) {
+// decide returns how the query ends: the ending a settlement recorded, the
+// failure of a job given up, or what its mode decides after running the
+// steps not yet recorded.
+func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveUp *events.QueryFailed) (events.Event, error) {
 	if q.Settled != nil {
 		return q.Settled.Terminal(), nil
+	}
+	if giveUp != nil {
+		return *giveUp, nil
 	}
 	mode, ok := w.Modes[q.Submitted.Mode]
 	if !ok {

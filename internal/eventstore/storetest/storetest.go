@@ -13,19 +13,29 @@ import (
 // Open starts the server, opens the store and stops both when t ends.
 func Open(t testing.TB) *eventstore.Store {
 	t.Helper()
+	return OpenMany(t, 1)[0]
+}
+
+// OpenMany opens n stores on one fresh embedded JetStream, each on its own
+// connection, as n processes sharing a server would: closing one's
+// connection is that process dying.
+func OpenMany(t testing.TB, n int) []*eventstore.Store {
+	t.Helper()
 	srv, err := embedded.Start(embedded.Options{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-	nc, err := srv.Connect("test")
-	if err != nil {
-		t.Fatal(err)
+	stores := make([]*eventstore.Store, n)
+	for i := range n {
+		nc, err := srv.Connect("test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		if stores[i], err = eventstore.Open(context.Background(), nc, 1); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Cleanup(nc.Close)
-	store, err := eventstore.Open(context.Background(), nc, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store
+	return stores
 }
