@@ -124,3 +124,61 @@ func TestProcessRolesNeedASharedJetStream(t *testing.T) {
 	m.Close()
 	must(t, err != nil && (strings.Contains(err.Error(), "Authorization") || strings.Contains(err.Error(), "authorization")), "a wrong token: %v", err)
 }
+
+// On SIGTERM a worker lets its running queries finish within the grace
+// period, and hands back the ones that cannot: another worker takes those at
+// once (long before the ack wait would have brought them back) and they
+// complete, each charged once.
+func TestWorkerStopFinishesOrHandsBackItsJobs(t *testing.T) {
+	t.Parallel()
+	url, token := sharedNATS(t)
+	h := newHarness(t, withRole(RoleAPI), withConfig(func(c *config.Config) {
+		c.NATSURL, c.NATSAuth.Token = url, token
+		c.WorkerAckWait = time.Minute // a job not handed back would wait this long
+	}))
+	acct := h.accountWith("free", 50)
+	key := h.key(acct)
+	submitAll := func(prefix string) []string {
+		var ids []string
+		for i := range 4 {
+			ids = append(ids, h.submitOK(key, fmt.Sprintf("%s %d: the Moon", prefix, i)))
+		}
+		return ids
+	}
+	running := func(ids []string) bool {
+		for _, id := range ids {
+			if h.countEvents(id, "started") != 1 {
+				return false
+			}
+		}
+		return true
+	}
+
+	// Quick queries finish within the grace: when Close returns they are done.
+	quick := startProcess(t, h, RoleWorker, func(c *config.Config) { c.SimLatency, c.ShutdownGrace = 300*time.Millisecond, 20*time.Second })
+	ids := submitAll("finish")
+	eventually(t, 30*time.Second, "the worker to start every query", func() bool { return running(ids) })
+	quick.Close()
+	for _, id := range ids {
+		must(t, h.countEvents(id, "completed") == 1, "%s did not finish within the grace: %d completed events", id, h.countEvents(id, "completed"))
+	}
+
+	// Slow queries outlast the grace: handed back, another worker ends them.
+	slow := startProcess(t, h, RoleWorker, func(c *config.Config) { c.SimLatency, c.ShutdownGrace = time.Hour, 500*time.Millisecond })
+	handed := submitAll("hand back")
+	eventually(t, 30*time.Second, "the slow worker to start every query", func() bool { return running(handed) })
+	slow.Close()
+	startProcess(t, h, RoleWorker)
+	for _, id := range handed {
+		res := h.wait(key, id, 30*time.Second)
+		must(t, res["status"] == "completed", "%s: %v %v", id, res["status"], res["error"])
+	}
+	charged := 0.0
+	for _, id := range append(ids, handed...) {
+		charged += jsonPath(h.wait(key, id, time.Second), "credits", "charged").(float64)
+	}
+	h.chargedOnce(acct, 8, 50, charged)
+	h.m.Close()
+	ok, report := h.audit()
+	must(t, ok, "audit:\n%s", report)
+}
