@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
-	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/audit"
 	"github.com/crosscheck/crosscheck/internal/config"
@@ -16,26 +17,25 @@ import (
 // openStore opens the event store of cfg: CROSSCHECK_NATS_URL, or the
 // embedded data dir (which no running serve may hold). close releases it.
 func openStore(ctx context.Context, cfg config.Config) (store *eventstore.Store, close func(), err error) {
-	var nc *nats.Conn
-	var srv *embedded.Server
 	if cfg.NATSURL != "" {
-		if nc, err = eventstore.Connect(cfg.NATSURL, "crosscheck-offline", cfg.NATSAuth); err != nil {
+		nc, store, err := openShared(ctx, cfg, "crosscheck-offline", zerolog.New(os.Stderr).With().Timestamp().Logger())
+		if err != nil {
 			return nil, nil, err
 		}
-	} else {
-		if srv, err = embedded.Start(embedded.Options{DataDir: cfg.DataDir, SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval}); err != nil {
-			return nil, nil, fmt.Errorf("%w (stop `crosscheck serve` on this data dir first, or set CROSSCHECK_NATS_URL)", err)
-		}
-		if nc, err = srv.Connect("crosscheck-audit"); err != nil {
-			srv.Stop()
-			return nil, nil, err
-		}
+		return store, nc.Close, nil
+	}
+	srv, err := embedded.Start(embedded.Options{DataDir: cfg.DataDir, SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (stop `crosscheck serve` on this data dir first, or set CROSSCHECK_NATS_URL)", err)
+	}
+	nc, err := srv.Connect("crosscheck-audit")
+	if err != nil {
+		srv.Stop()
+		return nil, nil, err
 	}
 	close = func() {
 		nc.Close()
-		if srv != nil {
-			srv.Stop()
-		}
+		srv.Stop()
 	}
 	if store, err = eventstore.Open(ctx, nc, cfg.Replicas); err != nil {
 		close()

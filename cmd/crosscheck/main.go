@@ -272,7 +272,7 @@ func (m *Main) Open(ctx context.Context) error {
 		m.workerDone = make(chan struct{})
 		w := &worker.Worker{
 			Store: m.Store, Log: m.Log, Now: m.Now,
-			AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, MaxDeliver: cfg.WorkerMaxDeliver, Grace: cfg.ShutdownGrace, Finished: m.Queries.Release,
+			AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, MaxFailures: cfg.WorkerMaxFailures, Grace: cfg.ShutdownGrace, Finished: m.Queries.Release,
 			Ledger: m.Ledger,
 			Modes: map[string]worker.Mode{
 				queries.ModeUnify:   &modes.Unify{Models: models},
@@ -290,43 +290,47 @@ func (m *Main) Open(ctx context.Context) error {
 	return m.listen(runCtx)
 }
 
+func (m *Main) openShared(ctx context.Context) (err error) {
+	m.nc, m.Store, err = openShared(ctx, m.Config, "crosscheck-"+m.role(), m.Log)
+	return err
+}
+
 // openShared connects to CROSSCHECK_NATS_URL and opens the event store,
 // waiting up to CROSSCHECK_START_TIMEOUT for a NATS that is not reachable
-// yet or a JetStream that cannot answer yet (a cluster starting with the
-// processes, before it has elected its leaders). A refused login is not
-// waited for.
-func (m *Main) openShared(ctx context.Context) error {
-	deadline := time.Now().Add(m.Config.StartTimeout)
+// yet or a JetStream that cannot answer yet (a cluster starting, or getting
+// its quorum back, before it has elected its leaders). A refused login is
+// not waited for.
+func openShared(ctx context.Context, cfg config.Config, name string, log zerolog.Logger) (*nats.Conn, *eventstore.Store, error) {
+	deadline := time.Now().Add(cfg.StartTimeout)
 	delay := 500 * time.Millisecond
+	var nc *nats.Conn
 	for {
-		err := m.tryOpenShared(ctx)
+		var err error
+		if nc == nil {
+			nc, err = eventstore.Connect(cfg.NATSURL, name, cfg.NATSAuth)
+		}
 		if err == nil {
-			return nil
+			attempt, cancel := context.WithTimeout(ctx, 15*time.Second)
+			var store *eventstore.Store
+			store, err = eventstore.Open(attempt, nc, cfg.Replicas)
+			cancel()
+			if err == nil {
+				return nc, store, nil
+			}
 		}
 		if errors.Is(err, nats.ErrAuthorization) || ctx.Err() != nil || time.Now().Add(delay).After(deadline) {
-			return err
+			if nc != nil {
+				nc.Close()
+			}
+			return nil, nil, err
 		}
-		m.Log.Warn().Err(err).Dur("retry_in", delay).Msg("NATS JetStream is not ready yet")
+		log.Warn().Err(err).Dur("retry_in", delay).Msg("NATS JetStream is not ready yet")
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
-			return err
 		}
 		delay = min(2*delay, 5*time.Second)
 	}
-}
-
-func (m *Main) tryOpenShared(ctx context.Context) error {
-	var err error
-	if m.nc == nil {
-		if m.nc, err = eventstore.Connect(m.Config.NATSURL, "crosscheck-"+m.role(), m.Config.NATSAuth); err != nil {
-			return err
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	m.Store, err = eventstore.Open(ctx, m.nc, m.Config.Replicas)
-	return err
 }
 
 func (m *Main) runProjections(ctx context.Context) {

@@ -35,9 +35,8 @@ type Config struct {
 	WorkerAckWait time.Duration
 	// WorkerMaxJobs bounds the queries one worker runs at once.
 	WorkerMaxJobs int
-	// WorkerMaxDeliver is how many times a job is delivered before it ends
-	// as failed.
-	WorkerMaxDeliver int
+	// WorkerMaxFailures is how many failed runs end a job as failed.
+	WorkerMaxFailures int
 	// StartTimeout is how long a process waits at start for a shared NATS
 	// JetStream that is not reachable or not ready yet.
 	StartTimeout time.Duration
@@ -67,18 +66,18 @@ type NATSAuth struct {
 // Defaults returns the settings with nothing set.
 func Defaults() Config {
 	return Config{
-		HTTPAddr:         "127.0.0.1:8080",
-		AdminAddr:        "127.0.0.1:8081",
-		DataDir:          "./data",
-		Replicas:         1,
-		LogLevel:         "info",
-		WorkerAckWait:    10 * time.Second,
-		WorkerMaxJobs:    16384,
-		WorkerMaxDeliver: 10,
-		ShutdownGrace:    10 * time.Second,
-		StartTimeout:     2 * time.Minute,
-		ModelTimeout:     120 * time.Second,
-		SSEHeartbeat:     15 * time.Second,
+		HTTPAddr:          "127.0.0.1:8080",
+		AdminAddr:         "127.0.0.1:8081",
+		DataDir:           "./data",
+		Replicas:          1,
+		LogLevel:          "info",
+		WorkerAckWait:     10 * time.Second,
+		WorkerMaxJobs:     16384,
+		WorkerMaxFailures: 10,
+		ShutdownGrace:     10 * time.Second,
+		StartTimeout:      2 * time.Minute,
+		ModelTimeout:      120 * time.Second,
+		SSEHeartbeat:      15 * time.Second,
 	}
 }
 
@@ -134,7 +133,7 @@ func FromEnv() (Config, error) {
 	}
 	integer("CROSSCHECK_REPLICAS", &c.Replicas, 1)
 	integer("CROSSCHECK_WORKER_MAX_JOBS", &c.WorkerMaxJobs, 1)
-	integer("CROSSCHECK_WORKER_MAX_DELIVER", &c.WorkerMaxDeliver, 2)
+	integer("CROSSCHECK_WORKER_MAX_FAILURES", &c.WorkerMaxFailures, 1)
 	if v := os.Getenv("CROSSCHECK_SYNC_INTERVAL"); v != "" {
 		if strings.EqualFold(v, "always") {
 			c.SyncAlways = true

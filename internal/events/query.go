@@ -161,6 +161,20 @@ func (s CreditsSettled) Terminal() Event {
 	return QueryCompleted{}
 }
 
+// AttemptFailed records a worker's run of the query that failed for a reason
+// of the service's own (the event store refusing a write, a panic in a step)
+// and that is retried; the query ends failed with internal_error when the
+// worker's limit of failed attempts is reached. Models failing are not
+// attempts failing: they are model_failed and model_retried.
+type AttemptFailed struct {
+	// Attempt counts the query's failed attempts, from 1.
+	Attempt int    `json:"attempt"`
+	Message string `json:"message"`
+	// RetryInMS is the delay before the next attempt; 0 when this was the
+	// last one.
+	RetryInMS int64 `json:"retry_in_ms"`
+}
+
 // QueryCompleted is the terminal event of a query that succeeded.
 type QueryCompleted struct{}
 
@@ -178,6 +192,7 @@ func (ModelRetried) EventName() string     { return "model_retried" }
 func (ProgressReported) EventName() string { return "progress" }
 func (Synthesized) EventName() string      { return "synthesized" }
 func (CreditsSettled) EventName() string   { return "credits_settled" }
+func (AttemptFailed) EventName() string    { return "attempt_failed" }
 func (QueryCompleted) EventName() string   { return "completed" }
 func (QueryFailed) EventName() string      { return "failed" }
 
@@ -191,6 +206,7 @@ func init() {
 		func() Event { return &ProgressReported{} },
 		func() Event { return &Synthesized{} },
 		func() Event { return &CreditsSettled{} },
+		func() Event { return &AttemptFailed{} },
 		func() Event { return &QueryCompleted{} },
 		func() Event { return &QueryFailed{} },
 	)
@@ -223,6 +239,8 @@ type Query struct {
 	// the event that recorded them: what the ledger charges.
 	Calls   []Call
 	Settled *CreditsSettled
+	// FailedAttempts counts the attempt_failed events.
+	FailedAttempts int
 }
 
 // Call is one metered model call of a query.
@@ -277,6 +295,8 @@ func (q *Query) Apply(r Record) {
 		q.Synthesis = &e
 	case CreditsSettled:
 		q.Settled = &e
+	case AttemptFailed:
+		q.FailedAttempts = e.Attempt
 	case QueryCompleted:
 		q.Status = StatusCompleted
 	case QueryFailed:

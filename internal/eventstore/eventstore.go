@@ -21,6 +21,15 @@ import (
 const (
 	StreamQueries  = "QUERIES"
 	StreamAccounts = "ACCOUNTS"
+	// StreamExhausted keeps JetStream's advisories of the jobs the workers'
+	// consumer stopped delivering, for a worker to end them: an advisory is
+	// a plain publish, lost if no process listens at that moment.
+	StreamExhausted = "EXHAUSTED_JOBS"
+
+	// ConsumerJobs is the workers' durable consumer on QUERIES.
+	ConsumerJobs = "worker_queries"
+	// SubjectExhausted is where JetStream publishes those advisories.
+	SubjectExhausted = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + StreamQueries + "." + ConsumerJobs
 
 	BucketQueryStatus = "query_status"
 	BucketBalances    = "balances"
@@ -55,8 +64,9 @@ type Store struct {
 	NC *nats.Conn
 	JS jetstream.JetStream
 
-	Queries  jetstream.Stream
-	Accounts jetstream.Stream
+	Queries   jetstream.Stream
+	Accounts  jetstream.Stream
+	Exhausted jetstream.Stream
 
 	QueryStatus jetstream.KeyValue
 	Balances    jetstream.KeyValue
@@ -117,6 +127,17 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		Replicas:    atLeast(ctx, js, StreamAccounts, replicas),
 	}); err != nil {
 		return nil, fmt.Errorf("stream %s: %w", StreamAccounts, err)
+	}
+	if s.Exhausted, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        StreamExhausted,
+		Description: "JetStream's advisories of the jobs " + ConsumerJobs + " stopped delivering, until a worker ends them",
+		Subjects:    []string{SubjectExhausted},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.WorkQueuePolicy,
+		MaxAge:      30 * 24 * time.Hour,
+		Replicas:    atLeast(ctx, js, StreamExhausted, replicas),
+	}); err != nil {
+		return nil, fmt.Errorf("stream %s: %w", StreamExhausted, err)
 	}
 	buckets := []struct {
 		kv  *jetstream.KeyValue

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -175,6 +176,14 @@ func each[T any](items []T, fn func(T) error) error {
 	)
 	for i, it := range items {
 		run := func() {
+			// A panic fails the item, not the process that runs every job.
+			defer func() {
+				if p := recover(); p != nil {
+					mu.Lock()
+					errs = errors.Join(errs, fmt.Errorf("panic: %v\n%s", p, debug.Stack()))
+					mu.Unlock()
+				}
+			}()
 			if err := fn(it); err != nil {
 				mu.Lock()
 				errs = errors.Join(errs, err)

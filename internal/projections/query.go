@@ -289,6 +289,11 @@ func Describe(r events.Record) string {
 		return "one answer synthesized"
 	case events.CreditsSettled:
 		return "charged " + events.FormatCredits(e.ChargedMicros) + " credits"
+	case events.AttemptFailed:
+		if e.RetryInMS == 0 {
+			return fmt.Sprintf("attempt %d failed; the query cannot be run", e.Attempt)
+		}
+		return fmt.Sprintf("attempt %d failed; retrying in %.1fs", e.Attempt, float64(e.RetryInMS)/1000)
 	case events.ModelRevised:
 		if e.Changed {
 			return e.Model.Key() + " revised its answer"

@@ -16,6 +16,8 @@ import (
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
 	"github.com/crosscheck/crosscheck/internal/modes"
+	"github.com/crosscheck/crosscheck/internal/providers"
+	"github.com/crosscheck/crosscheck/internal/providers/simulated"
 )
 
 // scripted is a mode that does what its script says on each run.
@@ -72,13 +74,13 @@ func ended(t *testing.T, store *eventstore.Store, id string) (*events.Query, map
 
 func newTestWorker(store *eventstore.Store, mode Mode, led *fakeLedger) *Worker {
 	return &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led, Modes: map[string]Mode{"unify": mode},
-		AckWait: time.Second, MaxJobs: 4, Grace: time.Second, MaxDeliver: 3, Backoff: []time.Duration{20 * time.Millisecond, 40 * time.Millisecond}}
+		AckWait: time.Second, MaxJobs: 4, Grace: time.Second, MaxFailures: 3, Backoff: []time.Duration{20 * time.Millisecond, 40 * time.Millisecond}}
 }
 
-// A job that fails on every delivery is retried after its backoff and, on
-// its last delivery, ends as failed: settled, released, ended once, and
-// not delivered again.
-func TestFailingJobEndsAfterMaxDeliver(t *testing.T) {
+// A job that fails on every run is retried after its backoff, each failure
+// recorded, and on its last allowed failure ends as failed: settled,
+// released, ended once, and not delivered again.
+func TestFailingJobEndsAfterMaxFailures(t *testing.T) {
 	store := storetest.Open(t)
 	var (
 		mu sync.Mutex
@@ -98,17 +100,17 @@ func TestFailingJobEndsAfterMaxDeliver(t *testing.T) {
 	if q.Status != events.StatusFailed || q.FailureCode != apperr.Internal {
 		t.Fatalf("status %s code %s; want failed internal_error", q.Status, q.FailureCode)
 	}
-	if count["query.credits_settled"] != 1 || count["query.failed"] != 1 {
-		t.Fatalf("events %v; want one settlement and one terminal event", count)
+	if count["query.attempt_failed"] != 3 || q.FailedAttempts != 3 || count["query.credits_settled"] != 1 || count["query.failed"] != 1 {
+		t.Fatalf("events %v; want 3 failed attempts, one settlement and one terminal event", count)
 	}
 	if n := mode.runs.Load(); n != 3 {
-		t.Fatalf("the mode ran %d times, want MaxDeliver = 3", n)
+		t.Fatalf("the mode ran %d times, want MaxFailures = 3", n)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	// The backoff is a lower bound on the gap between deliveries.
+	// The backoff is a lower bound on the gap between runs.
 	if at[1].Sub(at[0]) < 20*time.Millisecond || at[2].Sub(at[1]) < 40*time.Millisecond {
-		t.Fatalf("deliveries %v apart and %v apart; want at least 20ms and 40ms", at[1].Sub(at[0]), at[2].Sub(at[1]))
+		t.Fatalf("runs %v apart and %v apart; want at least 20ms and 40ms", at[1].Sub(at[0]), at[2].Sub(at[1]))
 	}
 	led.mu.Lock()
 	released := led.released
@@ -121,9 +123,80 @@ func TestFailingJobEndsAfterMaxDeliver(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, err := cons.Info(context.Background())
-	if err != nil || info.NumAckPending != 0 || info.NumPending != 0 || info.Config.MaxDeliver != 3 {
-		t.Fatalf("consumer after the job: %+v %v; want nothing pending and MaxDeliver 3", info, err)
+	if err != nil || info.NumAckPending != 0 || info.NumPending != 0 || info.Config.MaxDeliver != 3+DefaultSpareDeliveries {
+		t.Fatalf("consumer after the job: %+v %v; want nothing pending and MaxDeliver %d", info, err, 3+DefaultSpareDeliveries)
 	}
+}
+
+// Jobs handed back by stopping workers are not failures: a job handed back
+// twice with a limit of one failure still runs to its end.
+func TestHandBacksAreNotFailures(t *testing.T) {
+	stores := storetest.OpenMany(t, 3)
+	id := "req_01M80000000000000000000006"
+	submitJob(t, stores[2], id)
+	for i := range 2 {
+		started := make(chan struct{}, 1)
+		hang := &scripted{script: func(_ int64, ctx context.Context) (events.Event, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}
+		w := newTestWorker(stores[i], hang, &fakeLedger{debits: map[string]int{}})
+		w.MaxFailures, w.Grace = 1, 10*time.Millisecond
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = w.Run(ctx) }()
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("delivery %d never came", i+1)
+		}
+		cancel() // SIGTERM: the job is handed back
+		<-done
+	}
+	ok := &scripted{script: func(int64, context.Context) (events.Event, error) { return events.QueryCompleted{}, nil }}
+	w := newTestWorker(stores[2], ok, &fakeLedger{debits: map[string]int{}})
+	w.MaxFailures = 1
+	runWorker(t, w)
+	q, count := ended(t, stores[2], id)
+	if q.Status != events.StatusCompleted || count["query.attempt_failed"] != 0 {
+		t.Fatalf("status %s, events %v; want completed without a failed attempt", q.Status, count)
+	}
+}
+
+// A panic on a model call's goroutine fails that run of the job, not the
+// worker process: the job is retried and completes.
+func TestPanicInAModelCallIsAFailedAttempt(t *testing.T) {
+	store := storetest.Open(t)
+	set := providers.Set{}
+	for _, k := range []string{"provider_a", "provider_b"} {
+		set[k] = &panicOnce{inner: simulated.New(k, 0)}
+	}
+	w := newTestWorker(store, &modes.Unify{Models: modes.Models{Providers: set}}, &fakeLedger{debits: map[string]int{}})
+	id := "req_01M80000000000000000000007"
+	env, _ := events.Wrap(events.AggregateQuery, id, events.QuerySubmitted{RequestID: id, AccountID: "acct_x", KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "p",
+		Models: []events.ModelRef{{Provider: "provider_a", ModelID: "m"}, {Provider: "provider_b", ModelID: "m"}}}, time.Now())
+	if _, _, err := store.Append(context.Background(), env, nil); err != nil {
+		t.Fatal(err)
+	}
+	runWorker(t, w)
+	q, count := ended(t, store, id)
+	if q.Status != events.StatusCompleted || count["query.attempt_failed"] != 1 {
+		t.Fatalf("status %s, events %v; want completed after one failed attempt", q.Status, count)
+	}
+}
+
+// panicOnce panics on its first call and answers after.
+type panicOnce struct {
+	inner providers.Provider
+	n     atomic.Int64
+}
+
+func (p *panicOnce) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
+	if p.n.Add(1) == 1 {
+		panic("a bug in a provider")
+	}
+	return p.inner.Complete(ctx, req)
 }
 
 // A panic in a job fails that job alone: it is retried and completes.
@@ -145,54 +218,50 @@ func TestPanickingJobIsRetried(t *testing.T) {
 	}
 }
 
-// A job whose worker dies on every delivery is ended by another worker when
-// JetStream gives up on it (its max-deliveries advisory).
+// A job whose worker dies on every delivery is ended as failed once
+// JetStream stops delivering it, even when no worker runs at that moment:
+// the advisory waits in its stream for the next worker.
 func TestJobWhoseWorkersDieEndsAsFailed(t *testing.T) {
 	stores := storetest.OpenMany(t, 4)
 	id := "req_01M80000000000000000000005"
 	led := &fakeLedger{debits: map[string]int{}}
-	// Three workers share the job queue; each delivery's worker dies with
-	// it (no ack, no hand-back) until JetStream gives up after two.
-	got := make(chan int, 8)
+	submitJob(t, stores[3], id)
 	var runs atomic.Int64
-	stop := make([]func(), 3)
-	for i := range 3 {
-		hang := &scripted{script: func(_ int64, ctx context.Context) (events.Event, error) {
-			runs.Add(1)
-			got <- i
-			<-ctx.Done()
-			return nil, ctx.Err()
-		}}
+	hang := &scripted{script: func(_ int64, ctx context.Context) (events.Event, error) {
+		runs.Add(1)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	// Two workers in turn take a delivery and die with it (no ack, no
+	// hand-back); JetStream gives up after two deliveries.
+	for i := range 2 {
 		w := newTestWorker(stores[i], hang, led)
 		w.MaxDeliver = 2
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = w.Run(ctx) }()
-		stop[i] = func() {
-			stores[i].NC.Close()
-			cancel()
-			<-done
+		deadline := time.Now().Add(30 * time.Second)
+		for runs.Load() < int64(i+1) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
 		}
-	}
-	submitJob(t, stores[3], id)
-	for range 2 {
-		select {
-		case i := <-got:
-			stop[i]()
-			stop[i] = func() {}
-		case <-time.After(30 * time.Second):
-			t.Fatal("a delivery never came")
+		if runs.Load() < int64(i+1) {
+			t.Fatalf("delivery %d never came", i+1)
 		}
+		stores[i].NC.Close()
+		cancel()
+		<-done
 	}
+	// No worker runs while the last delivery's ack wait ends.
+	time.Sleep(2 * time.Second)
+	w := newTestWorker(stores[2], hang, led)
+	w.MaxDeliver = 2
+	runWorker(t, w)
 	q, count := ended(t, stores[3], id)
 	if q.Status != events.StatusFailed || q.FailureCode != apperr.Internal || count["query.failed"] != 1 {
 		t.Fatalf("status %s code %s events %v; want one internal_error failure", q.Status, q.FailureCode, count)
 	}
 	if n := runs.Load(); n != 2 {
 		t.Fatalf("the job ran %d times, want 2", n)
-	}
-	for _, s := range stop {
-		s()
 	}
 }
 

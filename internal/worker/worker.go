@@ -1,9 +1,10 @@
 // Package worker runs queries. The event log is the queue: workers share a
 // durable pull consumer on submitted events with a short AckWait that
 // in-progress acks keep alive while the job runs, so a dead worker's job is
-// redelivered within seconds and resumes from the query's own events. A job
-// that keeps failing is retried with a growing delay and, after MaxDeliver
-// deliveries, ends as failed with its reservation released.
+// redelivered within seconds and resumes from the query's own events. A run
+// that fails is recorded (attempt_failed) and retried with a growing delay;
+// after MaxFailures the query ends failed with its reservation released. A
+// job whose workers keep dying is ended once JetStream stops delivering it.
 package worker
 
 import (
@@ -15,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -28,7 +28,11 @@ import (
 
 // ConsumerName is the workers' durable consumer. It is persistent state:
 // never rename it.
-const ConsumerName = "worker_queries"
+const ConsumerName = eventstore.ConsumerJobs
+
+// exhaustedConsumer is the workers' durable consumer of the advisories of
+// jobs JetStream stopped delivering.
+const exhaustedConsumer = "worker_exhausted"
 
 // Mode runs one query from its recorded events to its end and returns the
 // terminal event for the worker to append.
@@ -54,12 +58,17 @@ type Worker struct {
 	// MaxJobs bounds the jobs this worker runs at once; it pulls no more
 	// jobs than it has room for, so the others take the rest.
 	MaxJobs int
-	// MaxDeliver is how many times a job is delivered before it ends as
-	// failed (zero: DefaultMaxDeliver).
+	// MaxFailures is how many failed runs of a job (attempt_failed events)
+	// end it as failed (zero: DefaultMaxFailures). Hand-backs on shutdown
+	// and yields to another worker are not failures.
+	MaxFailures int
+	// MaxDeliver is how many deliveries of a job JetStream makes before it
+	// gives up on it, the bound on the deliveries no failure was recorded
+	// for: a worker dying with the job, a hand-back, a failure that could not
+	// be recorded (zero: MaxFailures + DefaultSpareDeliveries).
 	MaxDeliver int
-	// Backoff is the delay before a failed job is delivered again, by the
-	// number of deliveries so far (the last entry repeats; nil:
-	// DefaultBackoff).
+	// Backoff is the delay before a failed job runs again, by the number of
+	// its failures so far (the last entry repeats; nil: DefaultBackoff).
 	Backoff []time.Duration
 	// Grace is how long Run lets running jobs finish after ctx ends before it
 	// cancels them and hands them back.
@@ -72,11 +81,15 @@ type Worker struct {
 	Ledger Ledger
 }
 
-// DefaultMaxDeliver and DefaultBackoff give a failing job about four
+// DefaultMaxFailures and DefaultBackoff give a failing job about four
 // minutes to succeed: long enough for a JetStream leader election or a
 // rolling restart, short enough that a client is not left waiting on a job
 // that cannot run.
-const DefaultMaxDeliver = 10
+const DefaultMaxFailures = 10
+
+// DefaultSpareDeliveries are the deliveries allowed beyond the failures:
+// hand-backs in rolling restarts, yields, and workers dying with the job.
+const DefaultSpareDeliveries = 20
 
 // DefaultBackoff doubles from 1 s up to a minute.
 var DefaultBackoff = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute}
@@ -85,20 +98,27 @@ var DefaultBackoff = []time.Duration{time.Second, 2 * time.Second, 4 * time.Seco
 // channels are sized by it.
 const fetchBatch = 256
 
+func (w *Worker) maxFailures() int {
+	if w.MaxFailures > 0 {
+		return w.MaxFailures
+	}
+	return DefaultMaxFailures
+}
+
 func (w *Worker) maxDeliver() int {
 	if w.MaxDeliver > 0 {
 		return w.MaxDeliver
 	}
-	return DefaultMaxDeliver
+	return w.maxFailures() + DefaultSpareDeliveries
 }
 
-// backoff is the delay before delivery n+1 of a job that failed n times.
-func (w *Worker) backoff(n uint64) time.Duration {
+// backoff is the delay before the next run of a job that failed n times.
+func (w *Worker) backoff(n int) time.Duration {
 	b := w.Backoff
 	if len(b) == 0 {
 		b = DefaultBackoff
 	}
-	return b[min(int(n), len(b))-1]
+	return b[min(max(n, 1), len(b))-1]
 }
 
 // Run consumes jobs until ctx ends, then lets running jobs finish for Grace,
@@ -123,7 +143,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelJobs()
-	exhausted, err := w.watchExhausted(jobCtx)
+	exhausted, err := w.watchExhausted(ctx, jobCtx)
 	if err != nil {
 		return err
 	}
@@ -166,7 +186,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			sleep(ctx, time.Second)
 		}
 	}
-	_ = exhausted.Unsubscribe()
+	exhausted.Stop()
 	done := make(chan struct{})
 	go func() { jobs.Wait(); close(done) }()
 	select {
@@ -208,44 +228,75 @@ func sleep(ctx context.Context, d time.Duration) {
 
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	id := events.AggregateID(msg.Subject())
-	meta, _ := msg.Metadata()
-	delivered := uint64(1)
-	if meta != nil {
-		delivered = meta.NumDelivered
-	}
 	stop := keepAlive(msg, max(w.AckWait/3, 100*time.Millisecond))
+	defer stop()
 	err := w.runSafely(ctx, id, firstDelivery(msg), nil)
 	switch {
 	case err == nil:
-		stop()
 		_ = msg.Ack()
 	case errors.Is(err, errYield):
-		stop()
 		w.Log.Info().Str("request_id", id).Msg("worker: another worker is running this query; handing it back")
 		_ = msg.NakWithDelay(w.AckWait)
 	case ctx.Err() != nil:
 		// Shutting down: hand the job back at once.
-		stop()
 		_ = msg.Nak()
-	case delivered >= uint64(w.maxDeliver()):
-		// The last delivery failed too: end the query as failed, still
-		// under the keep-alive. If even that fails, the consumer's
-		// max-deliveries advisory gives a worker one more try.
-		w.Log.Error().Err(err).Str("request_id", id).Uint64("deliveries", delivered).Msg("worker: job failed on its last delivery; ending it as failed")
-		gerr := w.giveUp(ctx, id, delivered)
-		stop()
-		if gerr != nil {
-			w.Log.Error().Err(gerr).Str("request_id", id).Msg("worker: could not end the failed job")
-			_ = msg.Nak()
+	default:
+		w.failed(ctx, msg, id, err)
+	}
+}
+
+// failed records a failed run of a job and retries it after its backoff or,
+// at the limit of failures, ends the query as failed. A failure that cannot
+// be recorded (the event store is what fails) is retried without counting.
+func (w *Worker) failed(ctx context.Context, msg jetstream.Msg, id string, err error) {
+	log := w.Log.With().Str("request_id", id).Err(err).Logger()
+	q, _, lerr := w.Store.LoadQuery(ctx, id)
+	if lerr != nil || q.Submitted == nil {
+		log.Warn().AnErr("load", lerr).Msg("worker: job failed; it will be redelivered")
+		_ = msg.NakWithDelay(w.backoff(1))
+		return
+	}
+	if q.Terminal() {
+		_ = msg.Ack()
+		return
+	}
+	n := q.FailedAttempts + 1
+	last := n >= w.maxFailures()
+	ev := events.AttemptFailed{Attempt: n, Message: truncate(err.Error(), 500)}
+	if !last {
+		ev.RetryInMS = w.backoff(n).Milliseconds()
+	}
+	env, werr := events.Wrap(events.AggregateQuery, id, ev, w.Now())
+	if werr == nil {
+		_, _, werr = w.Store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, id), Seq: q.LastSeq})
+	}
+	switch {
+	case errors.Is(werr, eventstore.ErrConflict):
+		log.Info().Msg("worker: job failed while another worker runs it; handing it back")
+		_ = msg.NakWithDelay(w.AckWait)
+	case werr != nil:
+		log.Warn().AnErr("record", werr).Msg("worker: job failed and the failure could not be recorded; it will be redelivered")
+		_ = msg.NakWithDelay(w.backoff(n))
+	case !last:
+		log.Warn().Int("attempt", n).Dur("retry_in", w.backoff(n)).Msg("worker: job failed; it will be redelivered")
+		_ = msg.NakWithDelay(w.backoff(n))
+	default:
+		log.Error().Int("attempt", n).Msg("worker: job failed its last attempt; ending it as failed")
+		if gerr := w.giveUp(ctx, id, n); gerr != nil {
+			// The next delivery finds the limit reached and ends it.
+			log.Error().AnErr("end", gerr).Msg("worker: could not end the failed job; it will be redelivered")
+			_ = msg.NakWithDelay(w.backoff(n))
 			return
 		}
 		_ = msg.Term()
-	default:
-		stop()
-		delay := w.backoff(delivered)
-		w.Log.Warn().Err(err).Str("request_id", id).Uint64("deliveries", delivered).Dur("retry_in", delay).Msg("worker: job interrupted; it will be redelivered")
-		_ = msg.NakWithDelay(delay)
 	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // runSafely runs a job and turns a panic on its goroutine into an error, so
@@ -260,49 +311,63 @@ func (w *Worker) runSafely(ctx context.Context, id string, first *events.Record,
 	return w.run(ctx, id, first, giveUp)
 }
 
-// giveUp ends a job that failed on each of its deliveries: it is settled as
-// failed (its recorded calls charged, its reservation released) unless it
-// had already settled, in which case that ending stands.
-func (w *Worker) giveUp(ctx context.Context, id string, delivered uint64) error {
-	failed := &events.QueryFailed{Code: apperr.Internal, Message: fmt.Sprintf("the service could not run this query (%d attempts); submit it again", delivered)}
-	return w.runSafely(ctx, id, nil, failed)
+// giveUp ends a job that cannot be run: it is settled as failed (its
+// recorded calls charged, its reservation released) unless it had already
+// settled, in which case that ending stands.
+func (w *Worker) giveUp(ctx context.Context, id string, attempts int) error {
+	return w.runSafely(ctx, id, nil, cannotRun(attempts))
 }
 
-// maxDeliveriesAdvisory is what JetStream publishes, on
-// maxDeliveriesSubject, when it stops delivering a job that was delivered
-// MaxDeliver times without an acknowledgement.
+// cannotRun is the ending of a query given up after attempts.
+func cannotRun(attempts int) *events.QueryFailed {
+	return &events.QueryFailed{Code: apperr.Internal, Message: fmt.Sprintf("the service could not run this query (%d attempts); submit it again", attempts)}
+}
+
+// maxDeliveriesAdvisory is the part of JetStream's max-deliveries advisory
+// the workers read.
 type maxDeliveriesAdvisory struct {
 	StreamSeq  uint64 `json:"stream_seq"`
-	Deliveries uint64 `json:"deliveries"`
+	Deliveries int    `json:"deliveries"`
 }
 
-const maxDeliveriesSubject = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + eventstore.StreamQueries + "." + ConsumerName
-
-// watchExhausted ends the jobs whose last delivery ended without an answer
-// (their worker died each time, say): one worker of the queue group takes
-// each advisory and ends the job as failed. Advisories are not stored, so
-// this is the second chance, after the worker of the last delivery's own.
-func (w *Worker) watchExhausted(ctx context.Context) (*nats.Subscription, error) {
-	sub, err := w.Store.NC.QueueSubscribe(maxDeliveriesSubject, "crosscheck-workers", func(m *nats.Msg) {
+// watchExhausted ends the jobs JetStream stopped delivering (their workers
+// died on each delivery, say). The advisories are kept in their own stream,
+// so none is lost while no worker runs, and one worker takes each; one that
+// cannot be ended yet is tried again.
+func (w *Worker) watchExhausted(ctx, jobCtx context.Context) (jetstream.ConsumeContext, error) {
+	cons, err := w.Store.Exhausted.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:   exhaustedConsumer,
+		AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait:   time.Minute,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", exhaustedConsumer, err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
 		var adv maxDeliveriesAdvisory
-		if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
+		if err := json.Unmarshal(m.Data(), &adv); err != nil || adv.StreamSeq == 0 {
+			_ = m.Term()
 			return
 		}
-		raw, err := w.Store.Queries.GetMsg(ctx, adv.StreamSeq)
+		raw, err := w.Store.Queries.GetMsg(jobCtx, adv.StreamSeq)
 		if err != nil {
 			w.Log.Error().Err(err).Uint64("seq", adv.StreamSeq).Msg("worker: an exhausted job could not be read")
+			_ = m.NakWithDelay(5 * time.Second)
 			return
 		}
 		id := events.AggregateID(raw.Subject)
-		w.Log.Error().Str("request_id", id).Uint64("deliveries", adv.Deliveries).Msg("worker: job was delivered its last time without an answer; ending it as failed")
-		if err := w.giveUp(ctx, id, adv.Deliveries); err != nil {
-			w.Log.Error().Err(err).Str("request_id", id).Msg("worker: could not end the exhausted job")
+		w.Log.Error().Str("request_id", id).Int("deliveries", adv.Deliveries).Msg("worker: JetStream stopped delivering this job; ending it as failed")
+		if err := w.giveUp(jobCtx, id, adv.Deliveries); err != nil {
+			w.Log.Error().Err(err).Str("request_id", id).Msg("worker: could not end the exhausted job; trying again")
+			_ = m.NakWithDelay(5 * time.Second)
+			return
 		}
+		_ = m.Ack()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("subscribe %s: %w", maxDeliveriesSubject, err)
+		return nil, fmt.Errorf("consume %s: %w", exhaustedConsumer, err)
 	}
-	return sub, nil
+	return cc, nil
 }
 
 // keepAlive sends an in-progress ack every interval until stop is called,
@@ -405,6 +470,10 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveUp *events.QueryFailed) (events.Event, error) {
 	if q.Settled != nil {
 		return q.Settled.Terminal(), nil
+	}
+	if giveUp == nil && q.FailedAttempts >= w.maxFailures() {
+		// The last attempt failed and its worker could not end the query.
+		giveUp = cannotRun(q.FailedAttempts)
 	}
 	if giveUp != nil {
 		return *giveUp, nil
