@@ -328,6 +328,10 @@ func openShared(ctx context.Context, cfg config.Config, name string, log zerolog
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
+			if nc != nil {
+				nc.Close()
+			}
+			return nil, nil, err
 		}
 		delay = min(2*delay, 5*time.Second)
 	}

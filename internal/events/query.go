@@ -162,7 +162,7 @@ func (s CreditsSettled) Terminal() Event {
 }
 
 // AttemptFailed records a worker's run of the query that failed for a reason
-// of the service's own (the event store refusing a write, a panic in a step)
+// of the service's own (a panic, a step that cannot handle the query's state)
 // and that is retried; the query ends failed with internal_error when the
 // worker's limit of failed attempts is reached. Models failing are not
 // attempts failing: they are model_failed and model_retried.

@@ -80,10 +80,16 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	// half done: the rest runs to its end on its own clock.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admissionTimeout)
 	defer cancel()
+	// A JetStream that cannot take a write (a cluster without quorum) makes
+	// a write wait for its deadline: the first write has a shorter one, so
+	// the client has its 503 within firstWriteTimeout.
+	first, cancelFirst := context.WithTimeout(ctx, firstWriteTimeout)
+	defer cancelFirst()
 	resuming := false
 	var unbind func()
 	if hasKey {
-		bound, rev, err := s.bind(ctx, caller.Fingerprint, idempotencyKey, req.Hash(), requestID)
+		bound, rev, err := s.bind(first, caller.Fingerprint, idempotencyKey, req.Hash(), requestID)
+		first = ctx
 		if err != nil {
 			return Submission{}, err
 		}
@@ -109,7 +115,7 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 		}
 		return Submission{}, err
 	}
-	if err := s.acquire(ctx, caller.Fingerprint, requestID); err != nil {
+	if err := s.acquire(first, caller.Fingerprint, requestID); err != nil {
 		return refused(err)
 	}
 	estimate := s.Estimator.Estimate(req.Mode, req.Prompt, req.Selected)
@@ -142,11 +148,13 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	return Submission{RequestID: requestID, Status: events.StatusQueued}, nil
 }
 
-// admissionTimeout bounds an admission once it has started writing. A write
-// JetStream cannot take (a cluster without quorum) waits for this deadline,
-// so it is also how long a client waits for its 503 service_restarting; a
-// healthy admission takes milliseconds.
-const admissionTimeout = 10 * time.Second
+// admissionTimeout bounds an admission once it has started writing; under
+// heavy load on one account its reservation may retry for seconds.
+// firstWriteTimeout bounds its first write.
+const (
+	admissionTimeout  = 30 * time.Second
+	firstWriteTimeout = 10 * time.Second
+)
 
 // refusal reports whether err refuses the submission for good: nothing was
 // admitted, so the Idempotency-Key may be used again.

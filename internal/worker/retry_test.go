@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
@@ -90,7 +91,7 @@ func TestFailingJobEndsAfterMaxFailures(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		at = append(at, time.Now())
-		return nil, errors.New("the event store is unavailable")
+		return nil, errors.New("a step found the query in a state it cannot handle")
 	}}
 	led := &fakeLedger{debits: map[string]int{}}
 	id := "req_01M80000000000000000000003"
@@ -125,6 +126,59 @@ func TestFailingJobEndsAfterMaxFailures(t *testing.T) {
 	info, err := cons.Info(context.Background())
 	if err != nil || info.NumAckPending != 0 || info.NumPending != 0 || info.Config.MaxDeliver != 3+DefaultSpareDeliveries {
 		t.Fatalf("consumer after the job: %+v %v; want nothing pending and MaxDeliver %d", info, err, 3+DefaultSpareDeliveries)
+	}
+}
+
+// A run that fails because the event store is unavailable is retried
+// without counting: an outage does not fail queries.
+func TestStoreOutagesAreNotFailures(t *testing.T) {
+	store := storetest.Open(t)
+	mode := &scripted{script: func(run int64, _ context.Context) (events.Event, error) {
+		if run <= 3 {
+			return nil, fmt.Errorf("append query.model_answered: %w", eventstore.ErrUnavailable)
+		}
+		return events.QueryCompleted{}, nil
+	}}
+	w := newTestWorker(store, mode, &fakeLedger{debits: map[string]int{}})
+	w.MaxFailures = 1
+	id := "req_01M80000000000000000000008"
+	submitJob(t, store, id)
+	runWorker(t, w)
+	q, count := ended(t, store, id)
+	if q.Status != events.StatusCompleted || count["query.attempt_failed"] != 0 || mode.runs.Load() != 4 {
+		t.Fatalf("status %s, events %v after %d runs; want completed after 4 runs without a failed attempt", q.Status, count, mode.runs.Load())
+	}
+}
+
+// A worker whose run failed after another worker took the job over (its
+// keep-alive lapsed) records nothing: the failure is not the job's.
+func TestFailureOfAWorkerThatLostTheJobIsNotRecorded(t *testing.T) {
+	store := storetest.Open(t)
+	id := "req_01M80000000000000000000009"
+	submitJob(t, store, id)
+	q, _, err := store.LoadQuery(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The other worker appends after the last event this one knew.
+	env, _ := events.Wrap(events.AggregateQuery, id, events.QueryStarted{}, time.Now())
+	if _, _, err := store.Append(context.Background(), env, nil); err != nil {
+		t.Fatal(err)
+	}
+	w := newTestWorker(store, nil, &fakeLedger{debits: map[string]int{}})
+	w.MaxFailures = 1
+	cons, err := store.Queries.CreateOrUpdateConsumer(context.Background(), jetstream.ConsumerConfig{Durable: "test", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "ev.query.*.submitted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := cons.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.failed(context.Background(), msg, id, q.LastSeq, errors.New("a step failed"))
+	after, recs, _ := store.LoadQuery(context.Background(), id)
+	if after.FailedAttempts != 0 || after.Terminal() || len(recs) != 2 {
+		t.Fatalf("%d failed attempts, terminal %v, %d events; want nothing recorded and the query left running", after.FailedAttempts, after.Terminal(), len(recs))
 	}
 }
 

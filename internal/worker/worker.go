@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -188,7 +189,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	exhausted.Stop()
 	done := make(chan struct{})
-	go func() { jobs.Wait(); close(done) }()
+	go func() {
+		jobs.Wait()
+		<-exhausted.Closed() // a running advisory handler ends too
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-time.After(w.Grace):
@@ -230,7 +235,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	id := events.AggregateID(msg.Subject())
 	stop := keepAlive(msg, max(w.AckWait/3, 100*time.Millisecond))
 	defer stop()
-	err := w.runSafely(ctx, id, firstDelivery(msg), nil)
+	var a attempt
+	err := w.runSafely(ctx, id, firstDelivery(msg), nil, &a)
 	switch {
 	case err == nil:
 		_ = msg.Ack()
@@ -241,23 +247,31 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		// Shutting down: hand the job back at once.
 		_ = msg.Nak()
 	default:
-		w.failed(ctx, msg, id, err)
+		w.failed(ctx, msg, id, a.last(), err)
 	}
 }
 
 // failed records a failed run of a job and retries it after its backoff or,
-// at the limit of failures, ends the query as failed. A failure that cannot
-// be recorded (the event store is what fails) is retried without counting.
-func (w *Worker) failed(ctx context.Context, msg jetstream.Msg, id string, err error) {
+// at the limit of failures, ends the query as failed. known is the query's
+// last event as the run knew it: the failure is recorded only if nothing
+// came after it, so a worker that lost the job to another one does not
+// count against it. What is not counted is retried: a failure of the event
+// store (an outage does not fail queries), a run whose query has settled, a
+// run that never loaded its query.
+func (w *Worker) failed(ctx context.Context, msg jetstream.Msg, id string, known uint64, err error) {
 	log := w.Log.With().Str("request_id", id).Err(err).Logger()
-	q, _, lerr := w.Store.LoadQuery(ctx, id)
-	if lerr != nil || q.Submitted == nil {
-		log.Warn().AnErr("load", lerr).Msg("worker: job failed; it will be redelivered")
-		_ = msg.NakWithDelay(w.backoff(1))
-		return
+	delivered := 1
+	if meta, merr := msg.Metadata(); merr == nil {
+		delivered = int(meta.NumDelivered)
 	}
-	if q.Terminal() {
+	q, _, lerr := w.Store.LoadQuery(ctx, id)
+	switch {
+	case lerr == nil && q.Terminal():
 		_ = msg.Ack()
+		return
+	case lerr != nil || q.Submitted == nil || q.Settled != nil || known == 0 || unavailable(err):
+		log.Warn().AnErr("load", lerr).Msg("worker: job failed; it will be redelivered")
+		_ = msg.NakWithDelay(w.backoff(delivered))
 		return
 	}
 	n := q.FailedAttempts + 1
@@ -268,15 +282,15 @@ func (w *Worker) failed(ctx context.Context, msg jetstream.Msg, id string, err e
 	}
 	env, werr := events.Wrap(events.AggregateQuery, id, ev, w.Now())
 	if werr == nil {
-		_, _, werr = w.Store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, id), Seq: q.LastSeq})
+		_, _, werr = w.Store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, id), Seq: known})
 	}
 	switch {
 	case errors.Is(werr, eventstore.ErrConflict):
-		log.Info().Msg("worker: job failed while another worker runs it; handing it back")
+		log.Info().Msg("worker: job failed after another worker took it over; leaving it to that one")
 		_ = msg.NakWithDelay(w.AckWait)
 	case werr != nil:
 		log.Warn().AnErr("record", werr).Msg("worker: job failed and the failure could not be recorded; it will be redelivered")
-		_ = msg.NakWithDelay(w.backoff(n))
+		_ = msg.NakWithDelay(w.backoff(delivered))
 	case !last:
 		log.Warn().Int("attempt", n).Dur("retry_in", w.backoff(n)).Msg("worker: job failed; it will be redelivered")
 		_ = msg.NakWithDelay(w.backoff(n))
@@ -292,30 +306,63 @@ func (w *Worker) failed(ctx context.Context, msg jetstream.Msg, id string, err e
 	}
 }
 
+// unavailable reports whether err is the event store (or the ledger's) not
+// answering, which a later run may not meet.
+func unavailable(err error) bool {
+	return errors.Is(err, eventstore.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || apperr.Code(err) == apperr.ServiceRestarting
+}
+
+// truncate cuts s to at most n bytes, on a character boundary.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return strings.ToValidUTF8(s[:n-3], "") + "..."
+}
+
+// attempt is one run of a job, as far as its failure needs it.
+type attempt struct {
+	mu sync.Mutex
+	em *emitter
+}
+
+func (a *attempt) set(em *emitter) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.em = em
+}
+
+// last returns the query's last event as the run knew it; 0 if the run never
+// loaded the query.
+func (a *attempt) last() uint64 {
+	a.mu.Lock()
+	em := a.em
+	a.mu.Unlock()
+	if em == nil {
+		return 0
+	}
+	em.mu.Lock()
+	defer em.mu.Unlock()
+	return em.last
 }
 
 // runSafely runs a job and turns a panic on its goroutine into an error, so
 // one bad job fails alone and is retried like any other failure.
-func (w *Worker) runSafely(ctx context.Context, id string, first *events.Record, giveUp *events.QueryFailed) (err error) {
+func (w *Worker) runSafely(ctx context.Context, id string, first *events.Record, giveUp *events.QueryFailed, a *attempt) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			w.Log.Error().Str("request_id", id).Str("stack", string(debug.Stack())).Msgf("worker: job panicked: %v", p)
 			err = fmt.Errorf("job panicked: %v", p)
 		}
 	}()
-	return w.run(ctx, id, first, giveUp)
+	return w.run(ctx, id, first, giveUp, a)
 }
 
 // giveUp ends a job that cannot be run: it is settled as failed (its
 // recorded calls charged, its reservation released) unless it had already
 // settled, in which case that ending stands.
 func (w *Worker) giveUp(ctx context.Context, id string, attempts int) error {
-	return w.runSafely(ctx, id, nil, cannotRun(attempts))
+	return w.runSafely(ctx, id, nil, cannotRun(attempts), &attempt{})
 }
 
 // cannotRun is the ending of a query given up after attempts.
@@ -417,7 +464,7 @@ var errYield = errors.New("another worker is running this query")
 // then append the terminal event. first, when set, is the query's only
 // event, which saves the load. giveUp, when set, ends the query with that
 // failure instead of running its mode (a settlement already recorded wins).
-func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveUp *events.QueryFailed) error {
+func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveUp *events.QueryFailed, a *attempt) error {
 	q := &events.Query{}
 	var err error
 	if first != nil {
@@ -429,6 +476,7 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 		return nil
 	}
 	em := &emitter{store: w.Store, id: id, last: q.LastSeq, now: w.Now}
+	a.set(em)
 	if w.Ledger != nil {
 		// Each call is charged as soon as it is recorded, beside the
 		// pipeline; settle waits for those charges and charges any that a
@@ -531,19 +579,24 @@ func (e *emitter) recorded() []events.Record {
 	return e.recs
 }
 
-func (e *emitter) emit(ctx context.Context, ev events.Event) error {
-	env, err := events.Wrap(events.AggregateQuery, e.id, ev, e.now())
-	if err != nil {
-		return err
-	}
+// append appends env after the last event the emitter knows.
+func (e *emitter) append(ctx context.Context, env events.Envelope, ev events.Event) error {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	seq, _, err := e.store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, e.id), Seq: e.last})
 	if err == nil {
 		e.last = seq
 		e.recs = append(e.recs, events.Record{Seq: seq, Envelope: env, Event: ev})
 	}
-	e.mu.Unlock()
+	return err
+}
+
+func (e *emitter) emit(ctx context.Context, ev events.Event) error {
+	env, err := events.Wrap(events.AggregateQuery, e.id, ev, e.now())
 	if err != nil {
+		return err
+	}
+	if err := e.append(ctx, env, ev); err != nil {
 		return err
 	}
 	if model, usage, _, ok := events.Charged(ev); ok && e.onCall != nil {
