@@ -148,9 +148,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-
 	var jobs sync.WaitGroup
-
 	slots := make(chan struct{}, w.MaxJobs)
 	for ctx.Err() == nil {
 		// Wait for room, then ask for as many jobs as there is room for.
