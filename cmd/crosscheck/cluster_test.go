@@ -222,9 +222,7 @@ func TestClusterSurvivesANodeAndAWorker(t *testing.T) {
 		doc, err := projections.GetBalance(context.Background(), h.m.Store.Balances, acct)
 		return err == nil && doc != nil && doc.Seq == last.Seq
 	})
-	h.m.Close()
-	ok, report := h.audit()
-	must(t, ok, "audit:\n%s", report)
+	h.closeAndAudit()
 }
 
 // Processes started with a cluster that cannot answer yet (one node of

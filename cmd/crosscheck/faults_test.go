@@ -73,9 +73,7 @@ func TestSubmissionRefusedByJetStreamIsFinishedByItsRetry(t *testing.T) {
 	must(t, again.status == 202 && again.json(t)["request_id"] == id && again.json(t)["idempotent_replayed"] == true, "a third try: %d %s", again.status, again.body)
 	first := h.wait(key, before, time.Second)
 	h.chargedOnce(acct, 2, 50, jsonPath(first, "credits", "charged").(float64)+jsonPath(res, "credits", "charged").(float64))
-	h.m.Close()
-	ok, report := h.audit()
-	must(t, ok, "audit:\n%s", report)
+	h.closeAndAudit()
 }
 
 // An API process that is shutting down drains: it reports not ready and
@@ -120,8 +118,5 @@ func TestStoppingAPIProcessDrains(t *testing.T) {
 	<-closed
 	first := h.wait(key, done, time.Second)
 	h.chargedOnce(acct, 2, 50, jsonPath(first, "credits", "charged").(float64)+jsonPath(res, "credits", "charged").(float64))
-	stopping.Close()
-	h.m.Close()
-	ok, report := h.audit()
-	must(t, ok, "audit:\n%s", report)
+	h.closeAndAudit(stopping)
 }

@@ -223,7 +223,7 @@ func (m *Main) Open(ctx context.Context) error {
 		if m.Store, err = eventstore.Open(ctx, m.nc, cfg.Replicas); err != nil {
 			return err
 		}
-	} else if err := m.openShared(ctx); err != nil {
+	} else if m.nc, m.Store, err = openShared(ctx, cfg, "crosscheck-"+m.role(), m.Log); err != nil {
 		return err
 	}
 	if err := m.loadAdminToken(); err != nil {
@@ -288,11 +288,6 @@ func (m *Main) Open(ctx context.Context) error {
 		}()
 	}
 	return m.listen(runCtx)
-}
-
-func (m *Main) openShared(ctx context.Context) (err error) {
-	m.nc, m.Store, err = openShared(ctx, m.Config, "crosscheck-"+m.role(), m.Log)
-	return err
 }
 
 // openShared connects to CROSSCHECK_NATS_URL and opens the event store,

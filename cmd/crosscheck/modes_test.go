@@ -427,9 +427,7 @@ func TestVerifyResumesAfterACrash(t *testing.T) {
 	for call, n := range calls {
 		must(t, n == 1, "call %s charged %d times", call, n)
 	}
-	h.m.Close()
-	ok, report := h.audit()
-	must(t, ok, "audit:\n%s", report)
+	h.closeAndAudit()
 }
 
 // The default prices make four standard models cost about 1 credit in

@@ -100,10 +100,7 @@ func TestAPIAndWorkerProcesses(t *testing.T) {
 	for i, ev := range resumed {
 		must(t, ev.id == evs[i+3].id && ev.name == evs[i+3].name, "event %d: %s/%s, want %s/%s", i, ev.id, ev.name, evs[i+3].id, evs[i+3].name)
 	}
-	h.m.Close()
-	api2.Close()
-	ok, report := h.audit()
-	must(t, ok, "audit:\n%s", report)
+	h.closeAndAudit(api2)
 }
 
 // The api and worker roles need a shared JetStream; an api needs the admin
@@ -178,7 +175,5 @@ func TestWorkerStopFinishesOrHandsBackItsJobs(t *testing.T) {
 		charged += jsonPath(h.wait(key, id, time.Second), "credits", "charged").(float64)
 	}
 	h.chargedOnce(acct, 8, 50, charged)
-	h.m.Close()
-	ok, report := h.audit()
-	must(t, ok, "audit:\n%s", report)
+	h.closeAndAudit()
 }

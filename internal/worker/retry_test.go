@@ -61,16 +61,21 @@ func ended(t *testing.T, store *eventstore.Store, id string) (*events.Query, map
 	for time.Now().Before(deadline) {
 		q, recs, err := store.LoadQuery(context.Background(), id)
 		if err == nil && q.Terminal() {
-			count := map[string]int{}
-			for _, r := range recs {
-				count[r.Envelope.Type]++
-			}
-			return q, count
+			return q, countTypes(recs)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("query %s did not end", id)
 	return nil, nil
+}
+
+// countTypes counts records by event type.
+func countTypes(recs []events.Record) map[string]int {
+	count := map[string]int{}
+	for _, r := range recs {
+		count[r.Envelope.Type]++
+	}
+	return count
 }
 
 func newTestWorker(store *eventstore.Store, mode Mode, led *fakeLedger) *Worker {

@@ -318,30 +318,19 @@ func truncate(s string, n int) string {
 	return strings.ToValidUTF8(s[:n-3], "") + "..."
 }
 
-// attempt is one run of a job, as far as its failure needs it.
-type attempt struct {
-	mu sync.Mutex
-	em *emitter
-}
-
-func (a *attempt) set(em *emitter) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.em = em
-}
+// attempt is one run of a job, as far as its failure needs it: the emitter
+// run made, read on the same goroutine once run has returned or panicked.
+type attempt struct{ em *emitter }
 
 // last returns the query's last event as the run knew it; 0 if the run never
 // loaded the query.
 func (a *attempt) last() uint64 {
-	a.mu.Lock()
-	em := a.em
-	a.mu.Unlock()
-	if em == nil {
+	if a.em == nil {
 		return 0
 	}
-	em.mu.Lock()
-	defer em.mu.Unlock()
-	return em.last
+	a.em.mu.Lock()
+	defer a.em.mu.Unlock()
+	return a.em.last
 }
 
 // runSafely runs a job and turns a panic on its goroutine into an error, so
@@ -474,7 +463,7 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 		return nil
 	}
 	em := &emitter{store: w.Store, id: id, last: q.LastSeq, now: w.Now}
-	a.set(em)
+	a.em = em
 	if w.Ledger != nil {
 		// Each call is charged as soon as it is recorded, beside the
 		// pipeline; settle waits for those charges and charges any that a

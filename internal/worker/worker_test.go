@@ -91,10 +91,7 @@ func TestTwoWorkersOnOneJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	count := map[string]int{}
-	for _, r := range recs {
-		count[r.Envelope.Type]++
-	}
+	count := countTypes(recs)
 	if count["query.model_answered"] != 4 || count["query.synthesized"] != 1 || count["query.credits_settled"] != 1 || count["query.completed"] != 1 || q.Status != events.StatusCompleted {
 		t.Fatalf("events %v (errs %v); want each step once", count, errs)
 	}
