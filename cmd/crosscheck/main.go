@@ -31,6 +31,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/handlers"
 	"github.com/crosscheck/crosscheck/internal/ledger"
 	"github.com/crosscheck/crosscheck/internal/modes"
+	"github.com/crosscheck/crosscheck/internal/pricing"
 	"github.com/crosscheck/crosscheck/internal/projections"
 	"github.com/crosscheck/crosscheck/internal/providers"
 	"github.com/crosscheck/crosscheck/internal/queries"
@@ -252,7 +253,7 @@ func (m *Main) Open(ctx context.Context) error {
 		calls[key] = &providers.Structured{Provider: &providers.Retry{Provider: p, Delays: m.RetryDelays, Timeout: cfg.ModelTimeout}}
 	}
 	m.Accounts = &accounts.Service{Store: m.Store, Now: m.Now}
-	estimator := &ledger.Estimator{Catalog: m.Catalog}
+	estimator := &pricing.Estimator{Catalog: m.Catalog, Planner: pricing.PlanFunc(modes.Plan)}
 	models := modes.Models{Providers: calls, Price: estimator.Cost}
 	m.Ledger = &ledger.Service{Accounts: m.Accounts, Estimator: estimator, Now: m.Now}
 	m.Queries = &queries.Service{

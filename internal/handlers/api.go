@@ -15,7 +15,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/events"
-	"github.com/crosscheck/crosscheck/internal/ledger"
+	"github.com/crosscheck/crosscheck/internal/pricing"
 	"github.com/crosscheck/crosscheck/internal/queries"
 )
 
@@ -265,7 +265,7 @@ func (s *Server) estimate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := EstimateResponse{
-		Object: "estimate", Mode: q.Mode, EstimatedCredits: events.Credits(q.Estimate.Micros), MarginPercent: ledger.MarginPercent,
+		Object: "estimate", Mode: q.Mode, EstimatedCredits: events.Credits(q.Estimate.Micros), MarginPercent: pricing.MarginPercent,
 		Calls: []EstimateCall{}, Balance: events.Credits(q.Account.BalanceMicros), Reserved: events.Credits(q.Account.ReservedMicros),
 		SpentThisMonth: events.Credits(q.Account.SpentThisMonth), Sufficient: q.Sufficient, WithinCap: q.WithinCap,
 	}

@@ -10,12 +10,13 @@ import (
 	"github.com/crosscheck/crosscheck/internal/accounts"
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/pricing"
 )
 
 // Service runs the ledger commands on the account aggregate.
 type Service struct {
 	Accounts  *accounts.Service
-	Estimator *Estimator
+	Estimator *pricing.Estimator
 	Now       func() time.Time
 }
 

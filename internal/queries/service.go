@@ -16,7 +16,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
-	"github.com/crosscheck/crosscheck/internal/ledger"
+	"github.com/crosscheck/crosscheck/internal/pricing"
 	"github.com/crosscheck/crosscheck/internal/projections"
 )
 
@@ -33,7 +33,7 @@ type Service struct {
 	Store   *eventstore.Store
 	Catalog *catalog.Catalog
 	// Estimator prices queries; Credits holds their estimate at admission.
-	Estimator *ledger.Estimator
+	Estimator *pricing.Estimator
 	Credits   Credits
 	// Accounts shows the caller's balance beside an estimate.
 	Accounts interface {
@@ -241,7 +241,7 @@ func (s *Service) read(ctx context.Context, id string) (json.RawMessage, string,
 // Quote is a pre-flight estimate beside the account's credits.
 type Quote struct {
 	Mode     string
-	Estimate ledger.Estimate
+	Estimate pricing.Estimate
 	Account  *accounts.AccountView
 	// Sufficient and WithinCap say whether a submission would be admitted
 	// now as far as credits go.

@@ -1,9 +1,8 @@
-// Package ledger is crosscheck's credits: what a query is estimated to cost,
-// the reservation that admits it, the metered debit of every model call, the
-// settlement that returns the unused reservation, and the administrator's
-// grants, adjustments and caps. Every change is an event on the account's
-// subject, appended with the account's expected last sequence.
-package ledger
+// Package pricing holds what a model call costs: the pre-flight estimate of a
+// query, priced from the catalog over the calls its mode's plan lists, and the
+// metered cost of a call's reported usage. It learns a mode's calls through
+// the Planner interface, so it links none of the modes' dependencies.
+package pricing
 
 import (
 	"sync"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/events"
-	"github.com/crosscheck/crosscheck/internal/modes"
 )
 
 // Estimation constants: the framing a call adds around its input, the
@@ -26,9 +24,44 @@ const (
 	MarginPercent = 25
 )
 
+// Step is one model call of a mode's pipeline as a pre-flight estimate sees
+// it: what goes into it and what comes out, counted in the models' expected
+// answers where the size follows theirs.
+type Step struct {
+	// Role names the step (events.Step*): answer, synthesis, revise,
+	// find_disagreements, rewrite, research, extract_claims, merge_claims,
+	// assess_claims. It is the role of the estimate's calls on the wire.
+	Role string
+	// Each is true for a call every model makes, false for one the first
+	// selected model makes.
+	Each bool
+	// Instructions is the system text the call sends.
+	Instructions string
+	// Prompt is whether the user's prompt is in its input.
+	Prompt bool
+	// Answers is how many model answers its input holds.
+	Answers float64
+	// Context is the rest of its input in tokens: search results, evidence.
+	Context int
+	// Output is its output, in expected answers.
+	Output float64
+}
+
+// Planner lists the steps a mode makes with models selected, the same
+// pipeline the mode runs when every call succeeds.
+type Planner interface {
+	Plan(mode string, models int) []Step
+}
+
+// PlanFunc adapts a function to a Planner.
+type PlanFunc func(mode string, models int) []Step
+
+// Plan returns f(mode, models).
+func (f PlanFunc) Plan(mode string, models int) []Step { return f(mode, models) }
+
 // Call is one model call of an estimate.
 type Call struct {
-	Role         string // a step of the mode: answer, synthesize, revise, research, …
+	Role         string // the step of the mode (Step.Role)
 	Model        events.ModelRef
 	InputTokens  int
 	OutputTokens int
@@ -42,13 +75,14 @@ type Estimate struct {
 	Micros int64
 }
 
-// Estimator prices queries from the catalog.
+// Estimator prices queries from the catalog over the calls Planner lists.
 type Estimator struct {
 	Catalog *catalog.Catalog
+	Planner Planner
 }
 
 // Estimate prices a query of mode over the selected models: every call the
-// mode's pipeline makes (modes.Plan), each model answering at its expected
+// mode's pipeline makes (Planner), each model answering at its expected
 // length, the calls of the whole query made by the first selected model.
 // Input tokens are counted with tiktoken for OpenAI-family models and
 // approximated as one token per four bytes for the others. A
@@ -63,7 +97,7 @@ func (e *Estimator) Estimate(mode, prompt string, selected []events.ModelRef) Es
 		model, _ := e.Catalog.Model(m.Provider, m.ModelID)
 		answerLen += float64(model.ExpectedOutput) / float64(len(selected))
 	}
-	for _, step := range modes.Plan(mode, len(selected)) {
+	for _, step := range e.Planner.Plan(mode, len(selected)) {
 		callers := selected[:1]
 		if step.Each {
 			callers = selected
