@@ -154,13 +154,8 @@ func (s *Service) Transition(ctx context.Context, fingerprint, action string) (*
 			return nil, apperr.New(apperr.NotFound, "no key with fingerprint %q", fingerprint)
 		}
 		ev, err := events.DecideKey(k, action)
-		switch {
-		case errors.Is(err, events.ErrUnknownAction):
-			return nil, apperr.New(apperr.NotFound, "unknown key action %q: use disable, enable, revoke, suspend or unsuspend", action)
-		case err != nil:
-			return nil, apperr.New(apperr.InvalidTransition, "%s", strings.TrimPrefix(err.Error(), events.ErrInvalidTransition.Error()+": "))
-		case ev == nil:
-			return nil, nil
+		if err != nil || ev == nil {
+			return nil, err
 		}
 		return []events.Event{ev}, nil
 	})

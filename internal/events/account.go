@@ -1,9 +1,9 @@
 package events
 
 import (
-	"errors"
-	"fmt"
 	"time"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
 )
 
 // AggregateAccount is the aggregate name of account events:
@@ -169,23 +169,17 @@ func ApplyKeyChange(k *Key, ch KeyStateChanged, seq uint64) {
 	k.Seq = seq
 }
 
-// ErrInvalidTransition is returned by DecideKey for a transition the key's
-// state does not allow.
-var ErrInvalidTransition = errors.New("invalid key transition")
-
-// ErrUnknownAction is returned by DecideKey for an action it does not know.
-var ErrUnknownAction = errors.New("unknown key action")
-
 // DecideKey decides the event for a lifecycle action on k. It returns a nil
-// event when k is already in the state the action leads to, and
-// ErrInvalidTransition when the action is not allowed from k's state: a revoked
-// key stays revoked.
+// event when k is already in the state the action leads to; an *apperr.Error
+// of code invalid_transition when the action is not allowed from k's state (a
+// revoked key stays revoked); and one of code not_found for an action it does
+// not know. The messages are the ones the client sees.
 func DecideKey(k *Key, action string) (Event, error) {
 	from := k.State
 	change := func(to string) KeyStateChanged {
 		return KeyStateChanged{Fingerprint: k.Fingerprint, From: from, To: to}
 	}
-	bad := fmt.Errorf("%w: cannot %s a key that is %s", ErrInvalidTransition, action, from)
+	bad := apperr.New(apperr.InvalidTransition, "cannot %s a key that is %s", action, from)
 	switch action {
 	case ActionDisable:
 		switch from {
@@ -227,7 +221,7 @@ func DecideKey(k *Key, action string) (Event, error) {
 			return KeyUnsuspended{change(to)}, nil
 		}
 	default:
-		return nil, fmt.Errorf("%w: %q", ErrUnknownAction, action)
+		return nil, apperr.New(apperr.NotFound, "unknown key action %q: use disable, enable, revoke, suspend or unsuspend", action)
 	}
 	return nil, bad
 }

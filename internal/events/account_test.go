@@ -1,14 +1,15 @@
 package events
 
 import (
-	"errors"
 	"testing"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
 )
 
 func TestDecideKey(t *testing.T) {
 	cases := []struct {
 		from, resume, action string
-		want                 string // resulting state; "" = no event; "invalid" = ErrInvalidTransition
+		want                 string // resulting state; "" = no event; "invalid" = an invalid_transition error
 	}{
 		{StateActive, "", ActionDisable, StateDisabled},
 		{StateDisabled, "", ActionDisable, ""},
@@ -35,8 +36,8 @@ func TestDecideKey(t *testing.T) {
 		ev, err := DecideKey(k, c.action)
 		switch {
 		case c.want == "invalid":
-			if !errors.Is(err, ErrInvalidTransition) {
-				t.Errorf("%s from %s: err %v, want ErrInvalidTransition", c.action, c.from, err)
+			if apperr.Code(err) != apperr.InvalidTransition || ev != nil {
+				t.Errorf("%s from %s: %v %v, want an invalid_transition error", c.action, c.from, ev, err)
 			}
 		case c.want == "":
 			if err != nil || ev != nil {
@@ -54,7 +55,7 @@ func TestDecideKey(t *testing.T) {
 			}
 		}
 	}
-	if _, err := DecideKey(&Key{State: StateActive}, "explode"); !errors.Is(err, ErrUnknownAction) {
+	if _, err := DecideKey(&Key{State: StateActive}, "explode"); apperr.Code(err) != apperr.NotFound {
 		t.Errorf("unknown action: %v", err)
 	}
 }

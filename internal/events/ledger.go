@@ -3,9 +3,10 @@ package events
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
 )
 
 // MicrosPerCredit: amounts are integers of micro-credits (1e-6 credit), so
@@ -226,13 +227,6 @@ func (a *Account) applyLedger(r Record) bool {
 	return true
 }
 
-// Errors of the ledger decisions.
-var (
-	ErrInsufficientCredits = errors.New("insufficient credits")
-	ErrMonthlyCap          = errors.New("monthly cap exceeded")
-	ErrNegativeBalance     = errors.New("the balance would go below zero")
-)
-
 // Rollover returns the plan grant due at now: the Free plan's one grant at
 // creation, or a monthly plan's grant for a calendar month not yet granted.
 // It returns nil when nothing is due.
@@ -255,18 +249,21 @@ func (a *Account) SpentThisMonth(now time.Time) int64 {
 }
 
 // DecideReserve decides the reservation of amount for a new query. It is nil
-// when the query holds a reservation already.
+// when the query holds a reservation already. It refuses with an
+// *apperr.Error of code insufficient_credits when amount exceeds the balance,
+// and of code monthly_cap_exceeded when it would take the month's spending and
+// reservations past the cap; the message is the one the client sees.
 func (a *Account) DecideReserve(requestID string, amount int64, now time.Time) (Event, error) {
 	l := &a.Ledger
 	if _, open := l.Open[requestID]; open {
 		return nil, nil
 	}
 	if amount > l.BalanceMicros {
-		return nil, fmt.Errorf("%w: the estimate is %s credits and %s are available", ErrInsufficientCredits, FormatCredits(amount), FormatCredits(max(l.BalanceMicros, 0)))
+		return nil, apperr.New(apperr.InsufficientCredits, "the estimate is %s credits and %s are available", FormatCredits(amount), FormatCredits(max(l.BalanceMicros, 0)))
 	}
 	if l.CapMicros != nil && a.SpentThisMonth(now)+l.ReservedMicros+amount > *l.CapMicros {
-		return nil, fmt.Errorf("%w: %s credits spent and %s reserved this month; this query's estimate of %s would pass the cap of %s",
-			ErrMonthlyCap, FormatCredits(a.SpentThisMonth(now)), FormatCredits(l.ReservedMicros), FormatCredits(amount), FormatCredits(*l.CapMicros))
+		return nil, apperr.New(apperr.MonthlyCapExceeded, "%s credits spent and %s reserved this month; this query's estimate of %s would pass the cap of %s",
+			FormatCredits(a.SpentThisMonth(now)), FormatCredits(l.ReservedMicros), FormatCredits(amount), FormatCredits(*l.CapMicros))
 	}
 	return CreditsReserved{RequestID: requestID, AmountMicros: amount}, nil
 }
@@ -294,10 +291,12 @@ func (a *Account) DecideRelease(requestID, reason string) Event {
 	return CreditsReleased{RequestID: requestID, AmountMicros: o.ReservedMicros, ChargedMicros: o.ChargedMicros, Reason: reason}
 }
 
-// DecideAdjust decides an administrator's adjustment.
+// DecideAdjust decides an administrator's adjustment. It refuses with an
+// *apperr.Error of code invalid_request when the adjustment would take the
+// balance below zero.
 func (a *Account) DecideAdjust(amount int64, reason string) (Event, error) {
 	if a.Ledger.BalanceMicros+amount < 0 {
-		return nil, fmt.Errorf("%w: the balance is %s credits", ErrNegativeBalance, FormatCredits(a.Ledger.BalanceMicros))
+		return nil, apperr.New(apperr.InvalidRequest, "the balance would go below zero: the balance is %s credits", FormatCredits(a.Ledger.BalanceMicros))
 	}
 	return CreditsAdjusted{AmountMicros: amount, Reason: reason}, nil
 }

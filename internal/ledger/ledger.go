@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -38,12 +37,7 @@ func (s *Service) Reserve(ctx context.Context, accountID, requestID string, amou
 	}
 	err := s.Accounts.Update(ctx, accountID, nil, append(steps, func(a *events.Account) ([]events.Event, error) {
 		ev, err := a.DecideReserve(requestID, amount, s.Now())
-		switch {
-		case errors.Is(err, events.ErrInsufficientCredits):
-			return nil, apperr.New(apperr.InsufficientCredits, "%s", strings.TrimPrefix(err.Error(), "insufficient credits: "))
-		case errors.Is(err, events.ErrMonthlyCap):
-			return nil, apperr.New(apperr.MonthlyCapExceeded, "%s", strings.TrimPrefix(err.Error(), "monthly cap exceeded: "))
-		case err != nil || ev == nil:
+		if err != nil || ev == nil {
 			return nil, err
 		}
 		return []events.Event{ev}, nil
@@ -152,9 +146,6 @@ func (s *Service) Adjust(ctx context.Context, accountID string, micros int64, re
 			ev = events.CreditsGranted{AmountMicros: micros, Reason: reason}
 		} else {
 			ev, err = a.DecideAdjust(micros, reason)
-		}
-		if errors.Is(err, events.ErrNegativeBalance) {
-			return nil, apperr.New(apperr.InvalidRequest, "%s", err.Error())
 		}
 		if err != nil {
 			return nil, err
