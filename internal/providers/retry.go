@@ -31,7 +31,7 @@ func WithAttemptObserver(ctx context.Context, observe AttemptObserver) context.C
 
 // Retry runs each call with a timeout per attempt and repeats a retriable
 // failure after each of Delays in turn, or after the upstream's Retry-After
-// when that is longer. Other failures, and the last one, are returned as they
+// (at most MaxRetryAfter) when that is longer. Other failures, and the last one, are returned as they
 // are.
 type Retry struct {
 	Provider Provider
@@ -53,7 +53,7 @@ func (r *Retry) Complete(ctx context.Context, req Request) (Response, error) {
 		if !e.Retriable() {
 			return resp, err
 		}
-		wait := max(r.Delays[attempt], e.RetryAfter)
+		wait := max(r.Delays[attempt], min(e.RetryAfter, MaxRetryAfter))
 		if observe, ok := ctx.Value(observerKey{}).(AttemptObserver); ok {
 			observe(attempt+1, e, wait)
 		}

@@ -77,3 +77,21 @@ func TestRetryTimeoutPerAttempt(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryCapsTheUpstreamWait: an error that asks for a wait longer than
+// MaxRetryAfter (a backend outside the contract suite, a decorator) is
+// retried after MaxRetryAfter.
+func TestRetryCapsTheUpstreamWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{errs: []error{&Error{Class: ClassRateLimited, RetryAfter: 30 * 24 * time.Hour}}}
+		var waits []time.Duration
+		ctx := WithAttemptObserver(context.Background(), func(_ int, _ *Error, wait time.Duration) { waits = append(waits, wait) })
+		r := &Retry{Provider: s, Delays: []time.Duration{time.Second}}
+		if _, err := r.Complete(ctx, Request{}); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.calls) != 2 || s.calls[1].Sub(s.calls[0]) != MaxRetryAfter || len(waits) != 1 || waits[0] != MaxRetryAfter {
+			t.Fatalf("calls %v, waits %v; want a second call after %s", s.calls, waits, MaxRetryAfter)
+		}
+	})
+}

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -396,33 +395,9 @@ func fromAPIError(e *sdk.Error) *providers.Error {
 		pe.Class = providers.ClassServerError
 	}
 	if e.Response != nil {
-		pe.RetryAfter = retryAfter(e.Response.Header, time.Now())
+		pe.RetryAfter = providers.RetryAfter(e.Response.Header, time.Now())
 	}
 	return pe
-}
-
-// retryAfter reads retry-after-ms, else retry-after in seconds or as an HTTP
-// date.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s > 0 {
-			return time.Duration(s * float64(time.Second))
-		}
-		return 0
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
 }
 
 // redact removes the API key from err's message, should the upstream or the

@@ -601,21 +601,3 @@ func TestBadInputIsBadRequest(t *testing.T) {
 		t.Fatalf("%d requests sent for bad input", n)
 	}
 }
-
-func TestRetryAfterParse(t *testing.T) {
-	now := time.Date(2025, 5, 1, 12, 0, 0, 0, time.UTC)
-	h := http.Header{}
-	h.Set("Retry-After", now.Add(90*time.Second).Format(http.TimeFormat))
-	if d := retryAfter(h, now); d != 90*time.Second {
-		t.Fatalf("date: %s", d)
-	}
-	h.Set("Retry-After", now.Add(-time.Minute).Format(http.TimeFormat))
-	if d := retryAfter(h, now); d != 0 {
-		t.Fatalf("past date: %s", d)
-	}
-	h = http.Header{}
-	h.Set("Retry-After", "garbage")
-	if d := retryAfter(h, now); d != 0 {
-		t.Fatalf("garbage: %s", d)
-	}
-}

@@ -131,6 +131,19 @@ func Run(t *testing.T, f Fixture) {
 			}
 		})
 	}
+	t.Run("an upstream's long retry-after is capped", func(t *testing.T) {
+		// Eleven days: a job holds its slot while it waits, so the wait is
+		// never longer than providers.MaxRetryAfter, whatever the upstream asks.
+		f.Play(Scenario{Kind: KindStatus, Status: 429, RetryAfter: 1_000_000 * time.Second, Message: "slow down"})
+		_, err := f.Provider(t).Complete(context.Background(), ask("x"))
+		var pe *providers.Error
+		if !errors.As(err, &pe) || pe.Class != providers.ClassRateLimited {
+			t.Fatalf("err %v, want a rate_limited *providers.Error", err)
+		}
+		if pe.RetryAfter != providers.MaxRetryAfter {
+			t.Fatalf("RetryAfter %s, want the cap %s", pe.RetryAfter, providers.MaxRetryAfter)
+		}
+	})
 	t.Run("500 then success is retried by the service", func(t *testing.T) {
 		f.Play(Scenario{Kind: KindStatus, Status: 500, Message: "boom"}, Scenario{Kind: KindAnswer, Text: "fine now", Usage: events.Usage{InputTokens: 1, OutputTokens: 2}})
 		before := f.Requests()

@@ -394,7 +394,7 @@ func (c *Client) apiError(ae genai.APIError) *providers.Error {
 // retryDelay reads google.rpc.RetryInfo.retryDelay from an error's details:
 // "7s" in the JSON form of a google.protobuf.Duration. The SDK does not hand
 // back the response headers of a failed call, so a retry-after header cannot
-// be read.
+// be read. Like a header's, the wait is at most providers.MaxRetryAfter.
 func retryDelay(details []map[string]any) time.Duration {
 	for _, d := range details {
 		if t, _ := d["@type"].(string); t != "type.googleapis.com/google.rpc.RetryInfo" {
@@ -404,7 +404,7 @@ func retryDelay(details []map[string]any) time.Duration {
 		case string:
 			if secs, ok := strings.CutSuffix(strings.TrimSpace(v), "s"); ok {
 				if f, err := strconv.ParseFloat(secs, 64); err == nil && f > 0 {
-					return time.Duration(f * float64(time.Second))
+					return providers.RetryAfterSeconds(f)
 				}
 			}
 		case map[string]any:
@@ -413,7 +413,7 @@ func retryDelay(details []map[string]any) time.Duration {
 				secs, _ = strconv.ParseFloat(s, 64)
 			}
 			nanos, _ := v["nanos"].(float64)
-			if d := time.Duration(secs)*time.Second + time.Duration(nanos); d > 0 {
+			if d := providers.RetryAfterSeconds(secs + nanos/1e9); d > 0 {
 				return d
 			}
 		}

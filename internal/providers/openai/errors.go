@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -58,7 +57,7 @@ func ClassifyError(ctx context.Context, err error, raw *http.Response, secret st
 		Class:      StatusClass(status, code),
 		Status:     status,
 		Message:    Redact(msg, secret),
-		RetryAfter: RetryAfter(raw.Header, time.Now()),
+		RetryAfter: providers.RetryAfter(raw.Header, time.Now()),
 	}
 }
 
@@ -79,30 +78,6 @@ func StatusClass(status int, code string) string {
 	default:
 		return providers.ClassBadRequest
 	}
-}
-
-// RetryAfter reads the upstream's wait: retry-after-ms (milliseconds), else
-// retry-after in seconds or as an HTTP date. It is zero when neither is set.
-func RetryAfter(h http.Header, now time.Time) time.Duration {
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e12 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s > 0 && s < 1e9 {
-			return time.Duration(s * float64(time.Second))
-		}
-		return 0
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
 }
 
 // bodyMessage reads an error message from a non-OpenAI error body, in the

@@ -343,25 +343,6 @@ func TestErrorClasses(t *testing.T) {
 	}
 }
 
-func TestRetryAfter(t *testing.T) {
-	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	for _, c := range []struct {
-		h    http.Header
-		want time.Duration
-	}{
-		{http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"9"}}, 250 * time.Millisecond},
-		{http.Header{"Retry-After": {"7"}}, 7 * time.Second},
-		{http.Header{"Retry-After": {now.Add(30 * time.Second).Format(http.TimeFormat)}}, 30 * time.Second},
-		{http.Header{"Retry-After": {now.Add(-time.Minute).Format(http.TimeFormat)}}, 0},
-		{http.Header{"Retry-After": {"soon"}}, 0},
-		{http.Header{}, 0},
-	} {
-		if got := RetryAfter(c.h, now); got != c.want {
-			t.Errorf("RetryAfter(%v) = %s, want %s", c.h, got, c.want)
-		}
-	}
-}
-
 func TestContentFiltered(t *testing.T) {
 	u := newUpstream(t)
 	for _, s := range []contract.Scenario{
