@@ -26,8 +26,10 @@ fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test ./internal/queries -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/handlers -run '^$$' -fuzz FuzzSSEFrame -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/modes -run '^$$' -fuzz FuzzCited -fuzztime $(FUZZTIME)
-	for f in FuzzParseSearXNG FuzzParseBrave FuzzParseTavily FuzzFrontMatter FuzzExtractHTML FuzzExtractMarkdown FuzzPassages FuzzExtractPDF; do \
+	for f in FuzzParseSearXNG FuzzParseBrave FuzzParseTavily FuzzPassages; do \
 		$(GO) test ./internal/search -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
+	for f in FuzzFrontMatter FuzzExtractHTML FuzzExtractMarkdown FuzzExtractPDF; do \
+		$(GO) test ./internal/extract -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 clean:
 	rm -rf bin data

@@ -18,6 +18,8 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search/query"
+
+	"github.com/crosscheck/crosscheck/internal/extract"
 )
 
 // sample is the built-in corpus: short documents written for demonstration,
@@ -148,19 +150,19 @@ func openFS(fsys fs.FS, name string, skip func(path string) bool) (*Offline, err
 
 // readDocument reads and extracts the file at p, or reports false for a file
 // the index skips.
-func readDocument(fsys fs.FS, p string) (document, bool) {
+func readDocument(fsys fs.FS, p string) (extract.Document, bool) {
 	info, err := fs.Stat(fsys, p) // follows a link to a file
 	if err != nil || !info.Mode().IsRegular() || info.Size() > maxFileSize {
-		return document{}, false
+		return extract.Document{}, false
 	}
-	if _, ok := extractors[strings.ToLower(path.Ext(p))]; !ok {
-		return document{}, false
+	if !extract.Reads(p) {
+		return extract.Document{}, false
 	}
 	data, err := fs.ReadFile(fsys, p)
 	if err != nil {
-		return document{}, false
+		return extract.Document{}, false
 	}
-	doc, ok, err := extract(p, data)
+	doc, ok, err := extract.File(p, data)
 	return doc, ok && err == nil && len(doc.Paragraphs) > 0
 }
 

@@ -1,10 +1,8 @@
 package search
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,7 +11,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/crosscheck/crosscheck/internal/extract"
+	"github.com/crosscheck/crosscheck/internal/extract/extracttest"
 )
 
 // sampleFacts are the facts the sample corpus states, each with the numerals
@@ -104,7 +104,7 @@ func TestSampleStatesOnlyItsFacts(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		doc, ok, err := extract(p, data)
+		doc, ok, err := extract.File(p, data)
 		if !ok || err != nil {
 			t.Errorf("%s: not read (%v)", p, err)
 			return nil
@@ -208,141 +208,6 @@ func TestOfflineAtMostTwoPassagesPerDocument(t *testing.T) {
 	}
 }
 
-var pdfEscape = strings.NewReplacer(`\`, `\\`, `(`, `\(`, `)`, `\)`)
-
-// minimalPDF returns a one-page PDF whose page shows lines in Helvetica and
-// whose document information names title.
-func minimalPDF(title string, lines ...string) []byte {
-	var content bytes.Buffer
-	content.WriteString("BT\n/F1 12 Tf\n72 720 Td\n14 TL\n")
-	for _, l := range lines {
-		fmt.Fprintf(&content, "(%s) Tj T*\n", pdfEscape.Replace(l))
-	}
-	content.WriteString("ET\n")
-	return buildPDF(
-		"<< /Type /Catalog /Pages 2 0 R >>",
-		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
-		pdfStream(content.String()),
-		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-		fmt.Sprintf("<< /Title (%s) >>", pdfEscape.Replace(title)),
-	)
-}
-
-func pdfStream(content string) string {
-	return fmt.Sprintf("<< /Length %d >>\nstream\n%sendstream", len(content), content)
-}
-
-// buildPDF returns a PDF of objects, numbered from 1: the first is the
-// catalog and the sixth, if any, the document information. The
-// cross-reference table's offsets are computed, so the file is well formed
-// whatever the objects say.
-func buildPDF(objects ...string) []byte {
-	var b bytes.Buffer
-	b.WriteString("%PDF-1.4\n")
-	offsets := make([]int, len(objects))
-	for i, o := range objects {
-		offsets[i] = b.Len()
-		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
-	}
-	xref := b.Len()
-	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objects)+1)
-	for _, off := range offsets {
-		fmt.Fprintf(&b, "%010d 00000 n \n", off)
-	}
-	info := ""
-	if len(objects) >= 6 {
-		info = " /Info 6 0 R"
-	}
-	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R%s >>\nstartxref\n%d\n%%%%EOF\n", len(objects)+1, info, xref)
-	return b.Bytes()
-}
-
-// TestExtractPDFGivesUpOnLoops feeds the PDF reader files it would loop
-// forever on: each must come back, with the pages that can be read.
-func TestExtractPDFGivesUpOnLoops(t *testing.T) {
-	page := func(parent, contents, resources string) string {
-		return "<< /Type /Page /Parent " + parent + " /Contents " + contents + resources + " >>"
-	}
-	font := " /Resources << /Font << /F1 5 0 R >> >>"
-	good := pdfStream("BT /F1 12 Tf (Readable page text.) Tj ET\n")
-	tests := map[string][]string{
-		"a hex string left open": {
-			"<< /Type /Catalog /Pages 2 0 R >>",
-			"<< /Type /Pages /Kids [3 0 R 6 0 R] /Count 2 >>",
-			page("2 0 R", "4 0 R", font),
-			pdfStream("BT /F1 12 Tf (Lost text.) Tj <48656C6C6F"),
-			"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-			page("2 0 R", "7 0 R", font),
-			good,
-		},
-		"a page tree that contains itself": {
-			"<< /Type /Catalog /Pages 2 0 R >>",
-			"<< /Type /Pages /Kids [2 0 R 3 0 R] /Count 9 >>",
-			page("2 0 R", "4 0 R", font),
-			good,
-			"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-		},
-		"a page whose parent is itself": {
-			"<< /Type /Catalog /Pages 2 0 R >>",
-			"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-			page("3 0 R", "4 0 R", ""),
-			good,
-		},
-		"a character map with a hex string left open": {
-			"<< /Type /Catalog /Pages 2 0 R >>",
-			"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-			page("2 0 R", "4 0 R", font),
-			good,
-			"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /ToUnicode 6 0 R >>",
-			pdfStream("begincmap 1 begincodespacerange <00> <FF> endcodespacerange <0"),
-		},
-	}
-	for name, objects := range tests {
-		t.Run(name, func(t *testing.T) {
-			done := make(chan struct{})
-			var doc document
-			var err error
-			go func() {
-				defer close(done)
-				doc, err = readPDF(buildPDF(objects...))
-			}()
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				t.Fatal("the reader did not come back")
-			}
-			if name == "a page whose parent is itself" {
-				return // no font to read the text with; coming back is the point
-			}
-			if err != nil || !strings.Contains(strings.Join(doc.Paragraphs, " "), "Readable page text.") {
-				t.Errorf("readPDF = %q, %v; want the readable page", doc.Paragraphs, err)
-			}
-		})
-	}
-}
-
-func TestExtractPDF(t *testing.T) {
-	doc, err := extractPDF(minimalPDF("Annual report", "The harbour crane lifts forty tonnes.", "It was repainted blue."))
-	if err != nil {
-		t.Fatalf("extractPDF: %v", err)
-	}
-	if doc.Title != "Annual report" {
-		t.Errorf("title %q, want Annual report", doc.Title)
-	}
-	text := strings.Join(doc.Paragraphs, " ")
-	for _, want := range []string{"The harbour crane lifts forty tonnes.", "It was repainted blue."} {
-		if !strings.Contains(text, want) {
-			t.Errorf("text %q lacks %q", text, want)
-		}
-	}
-	for _, bad := range [][]byte{nil, []byte("%PDF-1.4\nnot really"), minimalPDF("x", "y")[:200]} {
-		if _, err := extractPDF(bad); err == nil {
-			t.Errorf("extractPDF(%.20q) read a broken file without an error", bad)
-		}
-	}
-}
-
 func writeFiles(t *testing.T, dir string, files map[string][]byte) {
 	t.Helper()
 	for name, data := range files {
@@ -364,7 +229,7 @@ func TestOfflineUserFolder(t *testing.T) {
 		"orchard.txt": []byte("The orchard behind the mill grows quinces, medlars and a very old pear tree that still fruits every autumn without fail.\n"),
 		"guide/kiln.html": []byte(`<html><head><title>Pottery kiln guide</title><script>var secretword = "zebracorn";</script></head>` +
 			`<body><nav>Home</nav><p>Load the pottery kiln slowly and let the glaze cool overnight so the pots do not crack.</p></body></html>`),
-		"reports/crane.pdf": minimalPDF("Harbour report", "The harbour crane lifts heavy containers onto the waiting cargo ships."),
+		"reports/crane.pdf": extracttest.MinimalPDF("Harbour report", "The harbour crane lifts heavy containers onto the waiting cargo ships."),
 		"broken.pdf":        []byte("%PDF-1.4\nthis file was cut short"),
 		"photo.png":         {0x89, 'P', 'N', 'G'},
 		".drafts/secret.md": []byte("The hidden draft mentions a zebracorn."),

@@ -3,6 +3,8 @@ package search
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/crosscheck/crosscheck/internal/extract"
 )
 
 const (
@@ -20,7 +22,7 @@ const (
 func passages(paragraphs []string) []string {
 	var pieces []string
 	for _, p := range paragraphs {
-		if p = oneLine(strings.ToValidUTF8(p, "\uFFFD")); p != "" {
+		if p = extract.OneLine(strings.ToValidUTF8(p, "\uFFFD")); p != "" {
 			pieces = append(pieces, splitLong(p)...)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/crosscheck/crosscheck/internal/extract"
 )
 
 const (
@@ -219,27 +221,15 @@ func webResults(hits []Result, limit int) []Result {
 			break
 		}
 		u := strings.TrimSpace(h.URL)
-		if !isWebURL(u) || seen[u] {
+		if !extract.IsWebURL(u) || seen[u] {
 			continue
 		}
 		seen[u] = true
-		title := oneLine(h.Title)
+		title := extract.OneLine(h.Title)
 		if title == "" {
 			title = u
 		}
-		out = append(out, Result{URL: u, Title: title, Snippet: clip(oneLine(h.Snippet), maxSnippet)})
+		out = append(out, Result{URL: u, Title: title, Snippet: clip(extract.OneLine(h.Snippet), maxSnippet)})
 	}
 	return out
-}
-
-// isWebURL reports whether s is an absolute http or https URL: a source
-// shown to a user must never be a javascript: or data: link.
-func isWebURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
-}
-
-// oneLine folds runs of whitespace in s into single spaces.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

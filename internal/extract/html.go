@@ -1,4 +1,4 @@
-package search
+package extract
 
 import (
 	"bytes"
@@ -26,20 +26,20 @@ var htmlBlocks = map[atom.Atom]bool{
 	atom.Td: true, atom.Th: true, atom.Tr: true, atom.Ul: true,
 }
 
-// extractHTML reads HTML: the text of the body, a paragraph per block
+// HTML reads HTML: the text of the body, a paragraph per block
 // element, without scripts, styles or other content a reader does not see.
 // The title is the <title>'s; the URL is the canonical link's, when that is
 // an http or https URL.
-func extractHTML(data []byte) (document, error) {
+func HTML(data []byte) (Document, error) {
 	root, err := html.Parse(bytes.NewReader(data))
 	if err != nil {
 		// The parser refuses pages nested deeper than 512 elements.
 		return htmlTokenText(data), nil
 	}
-	var doc document
+	var doc Document
 	var text strings.Builder
 	flush := func() {
-		if p := oneLine(text.String()); p != "" {
+		if p := OneLine(text.String()); p != "" {
 			doc.Paragraphs = append(doc.Paragraphs, p)
 		}
 		text.Reset()
@@ -52,7 +52,7 @@ func extractHTML(data []byte) (document, error) {
 		case html.ElementNode:
 			switch {
 			case n.DataAtom == atom.Title && doc.Title == "":
-				doc.Title = oneLine(childText(n))
+				doc.Title = OneLine(childText(n))
 				descend = false
 			case n.DataAtom == atom.Link && doc.URL == "":
 				doc.URL = canonical(n.Attr)
@@ -108,21 +108,21 @@ func canonical(attrs []html.Attribute) string {
 		}
 	}
 	for _, r := range strings.Fields(rel) {
-		if strings.EqualFold(r, "canonical") && isWebURL(href) {
+		if strings.EqualFold(r, "canonical") && IsWebURL(href) {
 			return href
 		}
 	}
 	return ""
 }
 
-// htmlTokenText is extractHTML on the tokens of a page rather than its tree,
+// htmlTokenText is HTML on the tokens of a page rather than its tree,
 // for the pages the parser refuses. Unclosed elements are not repaired: text
 // after an unclosed <svg>, say, is lost.
-func htmlTokenText(data []byte) document {
-	var doc document
+func htmlTokenText(data []byte) Document {
+	var doc Document
 	var text, title strings.Builder
 	flush := func() {
-		if p := oneLine(text.String()); p != "" {
+		if p := OneLine(text.String()); p != "" {
 			doc.Paragraphs = append(doc.Paragraphs, p)
 		}
 		text.Reset()
@@ -134,7 +134,7 @@ func htmlTokenText(data []byte) document {
 		switch tt {
 		case html.ErrorToken:
 			flush()
-			doc.Title = oneLine(title.String())
+			doc.Title = OneLine(title.String())
 			return doc
 		case html.TextToken:
 			switch {

@@ -1,4 +1,4 @@
-package search
+package extract
 
 import (
 	"bytes"
@@ -24,8 +24,8 @@ const (
 	pdfTimeout = 20 * time.Second
 )
 
-// extractPDF reads the text of a PDF, a paragraph per page, and the title of
-// its document information.
+// PDF reads the text of a PDF, a paragraph per page, and the title of
+// its Document information.
 //
 // The PDF reader trusts its input. It panics on many malformed files, which
 // is an error here, and it never finishes some others: the page trees and
@@ -35,9 +35,9 @@ const (
 // crafted file, an object stream said to lie within itself, overflows the
 // reader's stack, which ends the process: PDFs are read only from a folder
 // the operator chose, never from uploads.
-func extractPDF(data []byte) (document, error) {
+func PDF(data []byte) (Document, error) {
 	type result struct {
-		doc document
+		doc Document
 		err error
 	}
 	done := make(chan result, 1)
@@ -51,21 +51,21 @@ func extractPDF(data []byte) (document, error) {
 	case r := <-done:
 		return r.doc, r.err
 	case <-timer.C:
-		return document{}, fmt.Errorf("PDF not read within %s", pdfTimeout)
+		return Document{}, fmt.Errorf("PDF not read within %s", pdfTimeout)
 	}
 }
 
-func readPDF(data []byte) (doc document, err error) {
+func readPDF(data []byte) (doc Document, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			doc, err = document{}, fmt.Errorf("malformed PDF: %v", r)
+			doc, err = Document{}, fmt.Errorf("malformed PDF: %v", r)
 		}
 	}()
 	r, err := pdf.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
-		return document{}, err
+		return Document{}, err
 	}
-	doc.Title = oneLine(r.Trailer().Key("Info").Key("Title").Text())
+	doc.Title = OneLine(r.Trailer().Key("Info").Key("Title").Text())
 	for _, p := range pdfPages(r.Trailer().Key("Root").Key("Pages")) {
 		if !pdfStreamSafe(p.V.Key("Contents")) {
 			continue
@@ -74,12 +74,12 @@ func readPDF(data []byte) (doc document, err error) {
 		if err != nil {
 			continue // an unreadable page; the others may still be fine
 		}
-		if t := oneLine(text); t != "" {
+		if t := OneLine(text); t != "" {
 			doc.Paragraphs = append(doc.Paragraphs, t)
 		}
 	}
 	if len(doc.Paragraphs) == 0 {
-		return document{}, errors.New("no text in PDF")
+		return Document{}, errors.New("no text in PDF")
 	}
 	return doc, nil
 }

@@ -1,34 +1,60 @@
-package search
+// Package extract reads the text of documents: plain text, Markdown, HTML
+// and PDF, each into a title, a URL and paragraphs in reading order. The
+// offline search backend indexes what it reads; it trusts no input, but the
+// PDF reader it wraps can still crash the process on one kind of crafted file
+// (see PDF).
+package extract
 
 import (
+	"net/url"
 	"path"
 	"regexp"
 	"strings"
 )
 
-// document is the text of one file of a corpus.
-type document struct {
+// Document is the text of one file of a corpus.
+type Document struct {
 	Title      string   // empty: the file name stands in
 	URL        string   // empty: the corpus:// address stands in
 	Paragraphs []string // in reading order
 }
 
-// Formats the offline backend reads, by file extension.
-var extractors = map[string]func([]byte) (document, error){
-	".txt":      extractText,
-	".md":       extractMarkdown,
-	".markdown": extractMarkdown,
-	".html":     extractHTML,
-	".htm":      extractHTML,
-	".pdf":      extractPDF,
+// Formats read, by file extension.
+var extractors = map[string]func([]byte) (Document, error){
+	".txt":      Text,
+	".md":       Markdown,
+	".markdown": Markdown,
+	".html":     HTML,
+	".htm":      HTML,
+	".pdf":      PDF,
 }
 
-// extract returns the text of the file called name, or ok false when its
-// format is not one the offline backend reads.
-func extract(name string, data []byte) (doc document, ok bool, err error) {
+// Reads reports whether File reads the file called name: whether its
+// extension is one of a format this package reads.
+func Reads(name string) bool {
+	_, ok := extractors[strings.ToLower(path.Ext(name))]
+	return ok
+}
+
+// OneLine folds runs of whitespace in s into single spaces.
+func OneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// IsWebURL reports whether s is an absolute http or https URL: a source
+// shown to a user must never be a javascript: or data: link.
+func IsWebURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// File returns the text of the file called name, chosen by its extension,
+// or ok false when its format is not one this package reads; err is the
+// reader's failure on a file of a format it reads.
+func File(name string, data []byte) (doc Document, ok bool, err error) {
 	fn, ok := extractors[strings.ToLower(path.Ext(name))]
 	if !ok {
-		return document{}, false, nil
+		return Document{}, false, nil
 	}
 	doc, err = fn(data)
 	return doc, true, err
@@ -78,17 +104,17 @@ func unquote(s string) string {
 
 // fromFrontMatter fills a document's title and URL from its front matter:
 // title, and source or else url.
-func fromFrontMatter(fields map[string]string) document {
-	doc := document{Title: oneLine(fields["title"]), URL: oneLine(fields["source"])}
+func fromFrontMatter(fields map[string]string) Document {
+	doc := Document{Title: OneLine(fields["title"]), URL: OneLine(fields["source"])}
 	if doc.URL == "" {
-		doc.URL = oneLine(fields["url"])
+		doc.URL = OneLine(fields["url"])
 	}
 	return doc
 }
 
-// extractText reads plain text: optional front matter, then paragraphs
+// Text reads plain text: optional front matter, then paragraphs
 // separated by blank lines.
-func extractText(data []byte) (document, error) {
+func Text(data []byte) (Document, error) {
 	fields, body := frontMatter(string(data))
 	doc := fromFrontMatter(fields)
 	doc.Paragraphs = blankLineParagraphs(body)
@@ -99,7 +125,7 @@ func blankLineParagraphs(text string) []string {
 	var paras []string
 	var cur []string
 	flush := func() {
-		if p := oneLine(strings.Join(cur, " ")); p != "" {
+		if p := OneLine(strings.Join(cur, " ")); p != "" {
 			paras = append(paras, p)
 		}
 		cur = cur[:0]
@@ -125,19 +151,19 @@ var (
 	mdMarks   = strings.NewReplacer("**", "", "__", "", "`", "")
 )
 
-// extractMarkdown reads Markdown: optional front matter, then paragraphs
+// Markdown reads Markdown: optional front matter, then paragraphs
 // separated by blank lines, with every heading a paragraph of its own. The
 // title is the front matter's, else the first level-one heading's. Markup
 // that is not text is dropped: heading markers, bullets, quote marks,
 // emphasis, code marks, link targets. Numbered list markers stay: a line may
 // as well start with a number that is text.
-func extractMarkdown(data []byte) (document, error) {
+func Markdown(data []byte) (Document, error) {
 	fields, body := frontMatter(string(data))
 	doc := fromFrontMatter(fields)
 	var heading string
 	var cur []string
 	flush := func() {
-		if p := oneLine(strings.Join(cur, " ")); p != "" {
+		if p := OneLine(strings.Join(cur, " ")); p != "" {
 			doc.Paragraphs = append(doc.Paragraphs, p)
 		}
 		cur = cur[:0]
@@ -162,7 +188,7 @@ func extractMarkdown(data []byte) (document, error) {
 			flush()
 			text := inlineMarkdown(m[2])
 			if heading == "" && len(m[1]) == 1 {
-				heading = oneLine(text)
+				heading = OneLine(text)
 			}
 			cur = append(cur, text)
 			flush()
