@@ -257,7 +257,7 @@ func (m *Main) Open(ctx context.Context) error {
 	models := modes.Models{Providers: calls, Price: estimator.Cost}
 	m.Ledger = &ledger.Service{Accounts: m.Accounts, Estimator: estimator, Now: m.Now}
 	m.Queries = &queries.Service{
-		Store: m.Store, Catalog: m.Catalog, Modes: map[string]bool{queries.ModeUnify: true, queries.ModeJustify: true, queries.ModeVerify: true}, Now: m.Now,
+		Store: m.Store, Catalog: m.Catalog, Modes: map[string]bool{events.ModeUnify: true, events.ModeJustify: true, events.ModeVerify: true}, Now: m.Now,
 		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts,
 	}
 
@@ -276,9 +276,9 @@ func (m *Main) Open(ctx context.Context) error {
 			AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, MaxFailures: cfg.WorkerMaxFailures, Grace: cfg.ShutdownGrace, Finished: m.Queries.Release,
 			Ledger: m.Ledger,
 			Modes: map[string]worker.Mode{
-				queries.ModeUnify:   &modes.Unify{Models: models},
-				queries.ModeJustify: &modes.Justify{Models: models},
-				queries.ModeVerify:  &modes.Verify{Models: models, Search: m.Search, NativeSearch: func(ref events.ModelRef) bool { return native[ref.Provider] }},
+				events.ModeUnify:   &modes.Unify{Models: models},
+				events.ModeJustify: &modes.Justify{Models: models},
+				events.ModeVerify:  &modes.Verify{Models: models, Search: m.Search, NativeSearch: func(ref events.ModelRef) bool { return native[ref.Provider] }},
 			},
 		}
 		go func() {

@@ -267,9 +267,9 @@ func TestJustifyCompletesWithoutAFailedStep(t *testing.T) {
 		set, _ := testProviders(func(key string, p *testProvider) {
 			switch key {
 			case catalog.ProviderC:
-				p.fail, p.failPurpose = &providers.Error{Class: providers.ClassServerError, Status: 500, Message: "upstream down"}, providers.PurposeRevise
+				p.fail, p.failPurpose = &providers.Error{Class: providers.ClassServerError, Status: 500, Message: "upstream down"}, events.StepRevise
 			case catalog.ProviderA:
-				p.garble = providers.PurposeFindDisagreements
+				p.garble = events.StepFindDisagreements
 			}
 		})
 		return set
@@ -348,11 +348,11 @@ func TestVerifyCompletesWithMalformedOutput(t *testing.T) {
 		set, _ := testProviders(func(key string, p *testProvider) {
 			switch key {
 			case catalog.ProviderA:
-				p.garble = providers.PurposeMergeClaims
+				p.garble = events.StepMergeClaims
 			case catalog.ProviderB:
-				p.garble = providers.PurposeExtractClaims
+				p.garble = events.StepExtractClaims
 			case catalog.ProviderC:
-				p.garble = providers.PurposeAssessClaims
+				p.garble = events.StepAssessClaims
 			}
 		})
 		return set
@@ -394,7 +394,7 @@ func (h *harness) eventsOf(id, name string) []events.Record {
 func TestVerifyResumesAfterACrash(t *testing.T) {
 	t.Parallel()
 	held, crash := holdUntilCrash(t, func(key string, p *testProvider, hold chan struct{}) {
-		p.hold, p.holdPurpose = hold, providers.PurposeAssessClaims
+		p.hold, p.holdPurpose = hold, events.StepAssessClaims
 	})
 	h := newHarness(t, held)
 	acct := h.accountWith("free", 50)
@@ -460,7 +460,7 @@ func TestJustifyResumesAfterACrash(t *testing.T) {
 	t.Parallel()
 	held, crash := holdUntilCrash(t, func(key string, p *testProvider, hold chan struct{}) {
 		if key == catalog.ProviderD {
-			p.hold, p.holdPurpose = hold, providers.PurposeRevise
+			p.hold, p.holdPurpose = hold, events.StepRevise
 		}
 	})
 	h := newHarness(t, held)
@@ -485,9 +485,9 @@ func TestFinalAnswerFailureAndAFailedResearch(t *testing.T) {
 		set, _ := testProviders(func(key string, p *testProvider) {
 			switch key {
 			case catalog.ProviderA:
-				p.fail, p.failPurpose = &providers.Error{Class: providers.ClassServerError, Status: 503, Message: "overloaded"}, providers.PurposeRewrite
+				p.fail, p.failPurpose = &providers.Error{Class: providers.ClassServerError, Status: 503, Message: "overloaded"}, events.StepRewrite
 			case catalog.ProviderD:
-				p.fail, p.failPurpose = &providers.Error{Class: providers.ClassAuthentication, Status: 401, Message: "bad key"}, providers.PurposeResearch
+				p.fail, p.failPurpose = &providers.Error{Class: providers.ClassAuthentication, Status: 401, Message: "bad key"}, events.StepResearch
 			}
 		})
 		return set
@@ -514,8 +514,8 @@ func TestJustifyResumeKeepsAFailedStep(t *testing.T) {
 	t.Parallel()
 	held, crash := holdUntilCrash(t, func(key string, p *testProvider, hold chan struct{}) {
 		if key == catalog.ProviderA {
-			p.garble = providers.PurposeFindDisagreements
-			p.hold, p.holdPurpose = hold, providers.PurposeRewrite
+			p.garble = events.StepFindDisagreements
+			p.hold, p.holdPurpose = hold, events.StepRewrite
 		}
 	})
 	h := newHarness(t, held)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/crosscheck/crosscheck/internal/events"
 )
 
 // Backends a provider can be bound to.
@@ -52,12 +54,12 @@ type Binding struct {
 	WebSearch *bool `yaml:"web_search"`
 }
 
-// Search backends of verify.
+// Search backends of verify (events.Search*).
 const (
-	SearchOffline = "offline"
-	SearchSearXNG = "searxng"
-	SearchBrave   = "brave"
-	SearchTavily  = "tavily"
+	SearchOffline = events.SearchOffline
+	SearchSearXNG = events.SearchSearXNG
+	SearchBrave   = events.SearchBrave
+	SearchTavily  = events.SearchTavily
 )
 
 // Search chooses verify's search backend.

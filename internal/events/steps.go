@@ -11,13 +11,32 @@ const (
 	VerdictUnverifiable = "unverifiable"
 )
 
-// Steps that can fail without failing the query; StepFailed names them.
+// Steps of the modes: the one vocabulary of what a model call is for. A
+// provider request names its step (providers.Request.Purpose), the
+// estimate's calls name theirs (the role of POST /v1/estimate-cost), and
+// step_failed events name the steps that can fail without failing the query:
+// revise, find_disagreements, extract_claims, merge_claims and assess_claims.
+// The values are persisted and on the wire: never change one.
 const (
+	StepAnswer            = "answer"
+	StepResearch          = "research"
 	StepRevise            = "revise"
+	StepSynthesis         = "synthesis"
 	StepFindDisagreements = "find_disagreements"
 	StepExtractClaims     = "extract_claims"
 	StepMergeClaims       = "merge_claims"
 	StepAssessClaims      = "assess_claims"
+	StepRewrite           = "rewrite"
+)
+
+// Search backends of verify, as the settings spell them and as
+// EvidenceRetrieved.Backend records them. The values are persisted: never
+// change one.
+const (
+	SearchOffline = "offline"
+	SearchSearXNG = "searxng"
+	SearchBrave   = "brave"
+	SearchTavily  = "tavily"
 )
 
 // Metered is an event that records a model call: the model, the usage it

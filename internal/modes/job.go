@@ -269,7 +269,7 @@ func (m *Models) writeAnswer(ctx context.Context, ref events.ModelRef, instructi
 	var out struct {
 		Answer string `json:"answer"`
 	}
-	mt, err := m.ask(ctx, ref, providers.PurposeRewrite, instructions, input, &providers.Schema{Name: SchemaAnswer, JSON: AnswerSchema}, &out)
+	mt, err := m.ask(ctx, ref, events.StepRewrite, instructions, input, &providers.Schema{Name: SchemaAnswer, JSON: AnswerSchema}, &out)
 	if err != nil {
 		return events.Synthesized{}, fmt.Errorf("%s: %w", ref.Key(), err)
 	}
@@ -280,7 +280,7 @@ func (m *Models) writeAnswer(ctx context.Context, ref events.ModelRef, instructi
 // answer is a model's plain answer to the question.
 func (m *Models) answer(ctx context.Context, ref events.ModelRef, prompt string) events.Event {
 	resp, err := m.complete(ctx, ref, providers.Request{
-		Purpose:  providers.PurposeAnswer,
+		Purpose:  events.StepAnswer,
 		Messages: []providers.Message{{Role: providers.RoleUser, Content: prompt}},
 	})
 	if err != nil {

@@ -161,7 +161,7 @@ func (m *Justify) revise(ctx context.Context, sub *events.QuerySubmitted, a even
 		Answer  string `json:"answer"`
 		Changed bool   `json:"changed"`
 	}
-	mt, err := m.ask(ctx, a.Model, providers.PurposeRevise, reviseInstructions, b.String(),
+	mt, err := m.ask(ctx, a.Model, events.StepRevise, reviseInstructions, b.String(),
 		&providers.Schema{Name: SchemaRevision, JSON: RevisionSchema}, &out)
 	if err != nil {
 		ref := a.Model
@@ -224,7 +224,7 @@ func (m *Justify) findDisagreements(ctx context.Context, j *job, answers []event
 	var out struct {
 		Disagreements []events.Disagreement `json:"disagreements"`
 	}
-	mt, err := m.ask(ctx, ref, providers.PurposeFindDisagreements, disagreementsInstructions, b.String(),
+	mt, err := m.ask(ctx, ref, events.StepFindDisagreements, disagreementsInstructions, b.String(),
 		&providers.Schema{Name: SchemaDisagreements, JSON: DisagreementsSchema}, &out)
 	if err != nil {
 		return stepFailed(events.StepFindDisagreements, &ref, err), false

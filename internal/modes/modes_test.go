@@ -169,7 +169,7 @@ func TestResearchUsesNativeSearchWhereEnabled(t *testing.T) {
 	set := providers.Set{}
 	for _, key := range []string{"provider_a", "provider_b"} {
 		set[key] = providers.ProviderFunc(func(ctx context.Context, req providers.Request) (providers.Response, error) {
-			if req.Purpose == providers.PurposeResearch {
+			if req.Purpose == events.StepResearch {
 				mu.Lock()
 				requests[key] = req
 				mu.Unlock()

@@ -83,7 +83,7 @@ func (u *Unify) synthesize(ctx context.Context, prompt string, answers []events.
 		Answer    string            `json:"answer"`
 		Conflicts []events.Conflict `json:"conflicts"`
 	}
-	mt, err := u.ask(ctx, first.Model, providers.PurposeSynthesize, synthesisInstructions, b.String(),
+	mt, err := u.ask(ctx, first.Model, events.StepSynthesis, synthesisInstructions, b.String(),
 		&providers.Schema{Name: SchemaSynthesis, JSON: SynthesisSchema}, &out)
 	if err != nil {
 		return events.Synthesized{}, fmt.Errorf("%s: %w", first.Model.Key(), err)

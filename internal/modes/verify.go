@@ -169,7 +169,7 @@ func (m *Verify) research(ctx context.Context, j *job) error {
 			writeSources(&b, sources)
 		}
 		resp, err := m.complete(ctx, ref, providers.Request{
-			Purpose:   providers.PurposeResearch,
+			Purpose:   events.StepResearch,
 			WebSearch: native,
 			Messages: []providers.Message{
 				{Role: providers.RoleSystem, Content: researchInstructions},
@@ -265,7 +265,7 @@ func (m *Verify) extract(ctx context.Context, j *job, answers []events.ModelAnsw
 			var out struct {
 				Claims []events.ExtractedClaim `json:"claims"`
 			}
-			mt, err := m.ask(ctx, a.Model, providers.PurposeExtractClaims, extractInstructions,
+			mt, err := m.ask(ctx, a.Model, events.StepExtractClaims, extractInstructions,
 				fmt.Sprintf("Question:\n%s\n\nAnswer:\n%s\n", prompt, a.Answer),
 				&providers.Schema{Name: SchemaClaims, JSON: ClaimsSchema}, &out)
 			if err != nil {
@@ -320,7 +320,7 @@ func (m *Verify) merge(ctx context.Context, j *job, answers []events.ModelAnswer
 		var out struct {
 			Claims []events.Claim `json:"claims"`
 		}
-		mt, err := m.ask(ctx, ref, providers.PurposeMergeClaims, mergeInstructions, b.String(),
+		mt, err := m.ask(ctx, ref, events.StepMergeClaims, mergeInstructions, b.String(),
 			&providers.Schema{Name: SchemaMerged, JSON: MergedSchema}, &out)
 		if err == nil {
 			merged = events.ClaimsMerged{Method: events.MergedByModel, Model: ref, Claims: cleanClaims(out.Claims, known),
@@ -550,7 +550,7 @@ func (m *Verify) assess(ctx context.Context, prompt string, ref events.ModelRef,
 	var out struct {
 		Assessments []events.Assessment `json:"assessments"`
 	}
-	mt, err := m.ask(ctx, ref, providers.PurposeAssessClaims, assessInstructions, b.String(),
+	mt, err := m.ask(ctx, ref, events.StepAssessClaims, assessInstructions, b.String(),
 		&providers.Schema{Name: SchemaAssessments, JSON: AssessmentsSchema}, &out)
 	if err != nil {
 		return stepFailed(events.StepAssessClaims, &ref, err), false

@@ -40,24 +40,11 @@ type Attachment struct {
 	Data      []byte
 }
 
-// Purposes of a call: the step of a mode it serves.
-const (
-	PurposeAnswer            = "answer"
-	PurposeResearch          = "research"
-	PurposeRevise            = "revise"
-	PurposeSynthesize        = "synthesize"
-	PurposeFindDisagreements = "find_disagreements"
-	PurposeExtractClaims     = "extract_claims"
-	PurposeMergeClaims       = "merge_claims"
-	PurposeAssessClaims      = "assess_claims"
-	PurposeRewrite           = "rewrite"
-)
-
 // Request is one model call.
 type Request struct {
 	// Model is the upstream model name.
 	Model string
-	// Purpose is the step the call serves (Purpose*). Vendor backends do
+	// Purpose is the step the call serves (events.Step*). Vendor backends do
 	// not send it; the simulated backend plays the step it names.
 	Purpose  string
 	Messages []Message

@@ -16,13 +16,6 @@ import (
 	"github.com/crosscheck/crosscheck/internal/events"
 )
 
-// Modes of spec 1.4.
-const (
-	ModeUnify   = events.ModeUnify
-	ModeJustify = events.ModeJustify
-	ModeVerify  = events.ModeVerify
-)
-
 // MaxPromptBytes is the prompt limit of spec 2.1: 32 KB.
 const MaxPromptBytes = 32 * 1024
 
@@ -104,7 +97,7 @@ func decodeMode(raw json.RawMessage, modes map[string]bool, r *Request) error {
 		return apperr.New(apperr.InvalidMode, "mode must be a string: one of unify, justify, verify")
 	}
 	switch r.Mode {
-	case ModeUnify, ModeJustify, ModeVerify:
+	case events.ModeUnify, events.ModeJustify, events.ModeVerify:
 		if !modes[r.Mode] {
 			return apperr.New(apperr.InvalidMode, "mode %s is not available on this server yet; use unify", r.Mode)
 		}

@@ -8,9 +8,10 @@ import (
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/catalog"
+	"github.com/crosscheck/crosscheck/internal/events"
 )
 
-var unifyOnly = map[string]bool{ModeUnify: true}
+var unifyOnly = map[string]bool{events.ModeUnify: true}
 
 func TestDecodeHashIgnoresFormatting(t *testing.T) {
 	cat := catalog.Simulated()
@@ -78,7 +79,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		if req.Mode != ModeUnify || strings.TrimSpace(req.Prompt) == "" || len(req.Prompt) > MaxPromptBytes {
+		if req.Mode != events.ModeUnify || strings.TrimSpace(req.Prompt) == "" || len(req.Prompt) > MaxPromptBytes {
 			t.Fatalf("accepted an invalid request: mode %q, prompt %d bytes", req.Mode, len(req.Prompt))
 		}
 		if len(req.Selected) == 0 || len(req.Selected) > len(cat.Providers) {

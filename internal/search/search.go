@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/crosscheck/crosscheck/internal/events"
 )
 
 // Result is one source a search found.
@@ -40,12 +42,13 @@ type Config struct {
 	Timeout   time.Duration // per search; zero = 10 s
 }
 
-// Backend names, as the settings spell them.
+// Backend names, as the settings spell them and evidence events record them
+// (events.Search*).
 const (
-	NameOffline = "offline"
-	NameSearXNG = "searxng"
-	NameBrave   = "brave"
-	NameTavily  = "tavily"
+	NameOffline = events.SearchOffline
+	NameSearXNG = events.SearchSearXNG
+	NameBrave   = events.SearchBrave
+	NameTavily  = events.SearchTavily
 )
 
 // DefaultTimeout bounds one search when Config.Timeout is zero.

@@ -75,7 +75,7 @@ func Run(t *testing.T, f Fixture) {
 	t.Run("structured output", func(t *testing.T) {
 		f.Play(Scenario{Kind: KindJSON, JSON: `{"answer":"one answer","conflicts":[]}`, Usage: events.Usage{InputTokens: 50, OutputTokens: 10}})
 		req := ask("### provider_a (m)\n- topic: x\n\n### provider_b (m)\n- topic: y\n")
-		req.Schema, req.Purpose = schema, providers.PurposeSynthesize
+		req.Schema, req.Purpose = schema, events.StepSynthesis
 		resp, err := f.Provider(t).Complete(context.Background(), req)
 		if err != nil {
 			t.Fatalf("Complete: %v", err)

@@ -61,21 +61,21 @@ func (c *Client) Complete(ctx context.Context, req providers.Request) (providers
 	input := last(req.Messages)
 	var out any
 	switch req.Purpose {
-	case providers.PurposeSynthesize:
+	case events.StepSynthesis:
 		out = synthesize(input)
-	case providers.PurposeRevise:
+	case events.StepRevise:
 		out = c.revise(input)
-	case providers.PurposeFindDisagreements:
+	case events.StepFindDisagreements:
 		out = findDisagreements(input)
-	case providers.PurposeRewrite:
+	case events.StepRewrite:
 		out = rewrite(input)
-	case providers.PurposeExtractClaims:
+	case events.StepExtractClaims:
 		out = extractClaims(input)
-	case providers.PurposeMergeClaims:
+	case events.StepMergeClaims:
 		out = mergeClaims(input)
-	case providers.PurposeAssessClaims:
+	case events.StepAssessClaims:
 		out = c.assess(input)
-	case providers.PurposeResearch:
+	case events.StepResearch:
 		resp.Text = c.research(req.Model, input)
 	default:
 		resp.Text = c.answer(req.Model, input)
