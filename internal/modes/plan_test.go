@@ -128,7 +128,6 @@ func TestPlanBoundsTheCallsOfAFailingModel(t *testing.T) {
 	}
 }
 
-
 func sorted(calls map[string]int) []string {
 	var out []string
 	for k, v := range calls {
