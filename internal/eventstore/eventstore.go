@@ -303,12 +303,19 @@ func classify(op string, err error) error {
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 }
 
-// loadBatch bounds the events one request of Load returns.
-const loadBatch = 512
+// loadSingly is how many events Load reads one request each before it
+// reads the rest in batches, and loadBatch bounds the events of one batch.
+// A batch request costs about as much as loadSingly single ones, so short
+// histories (an account's few new events, a query) are read singly and long
+// ones (an account's whole ledger) in batches: BenchmarkLoad measures both.
+const (
+	loadSingly = 16
+	loadBatch  = 512
+)
 
 // Load returns every event of stream matching filter, in order, starting at
-// sequence from (use 1 for all). The events come in batches of up to
-// loadBatch a request (a direct batch get), not one request each.
+// sequence from (use 1 for all): the first loadSingly with a request each,
+// the rest in batches of up to loadBatch a request (a direct batch get).
 func (s *Store) Load(ctx context.Context, stream *Stream, filter string, from uint64) ([]events.Record, error) {
 	var out []events.Record
 	if from == 0 {
@@ -316,6 +323,21 @@ func (s *Store) Load(ctx context.Context, stream *Stream, filter string, from ui
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	for range loadSingly {
+		msg, err := stream.s.GetMsg(ctx, from, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, classify("load "+filter, err)
+		}
+		rec, err := events.Decode(msg.Sequence, msg.Data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+		from = msg.Sequence + 1
+	}
 	for {
 		msgs, err := jetstreamext.GetBatch(ctx, s.js, stream.name, loadBatch, jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject(filter))
 		if err != nil {

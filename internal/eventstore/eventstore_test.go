@@ -191,26 +191,31 @@ func loadOrdered(ctx context.Context, js jetstream.JetStream, stream, filter str
 	if err != nil {
 		return 0, err
 	}
-	info := cons.CachedInfo()
-	pending := info.NumPending
-	n := 0
-	for pending > 0 {
-		batch, err := cons.Fetch(int(min(pending, 512)))
+	defer func() { _ = st.DeleteConsumer(context.Background(), cons.CachedInfo().Name) }()
+	if cons.CachedInfo().NumPending == 0 {
+		return 0, nil
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(512))
+	if err != nil {
+		return 0, err
+	}
+	defer it.Stop()
+	for n := 1; ; n++ {
+		msg, err := it.Next()
+		if err != nil {
+			return n - 1, err
+		}
+		meta, err := msg.Metadata()
 		if err != nil {
 			return n, err
 		}
-		for msg := range batch.Messages() {
-			if _, err := events.Decode(0, msg.Data()); err != nil {
-				return n, err
-			}
-			n++
-			pending--
-		}
-		if err := batch.Error(); err != nil {
+		if _, err := events.Decode(meta.Sequence.Stream, msg.Data()); err != nil {
 			return n, err
 		}
+		if meta.NumPending == 0 {
+			return n, nil
+		}
 	}
-	return n, nil
 }
 
 // loadOneByOne is how Load worked before: one request per event.
@@ -238,7 +243,7 @@ func loadOneByOne(ctx context.Context, js jetstream.JetStream, stream, filter st
 // BenchmarkLoad compares the ways to load an aggregate's events: the batched
 // direct get Load uses, an ordered consumer, and one request per event.
 func BenchmarkLoad(b *testing.B) {
-	for _, size := range []int{10, 300} {
+	for _, size := range []int{10, 40, 300} {
 		store := storetest.Open(b)
 		appendProgress(b, store, "req_bench", size)
 		appendProgress(b, store, "req_other", 50)
