@@ -323,20 +323,31 @@ func (s *Store) Load(ctx context.Context, stream *Stream, filter string, from ui
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	for range loadSingly {
-		msg, err := stream.s.GetMsg(ctx, from, jetstream.WithGetMsgSubject(filter))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return out, nil
-		}
+	// add decodes one answer into out and says whether more may follow.
+	add := func(msg *jetstream.RawStreamMsg, err error) (bool, error) {
 		if err != nil {
-			return nil, classify("load "+filter, err)
+			if err = classify("load "+filter, err); errors.Is(err, ErrNotFound) {
+				return false, nil
+			}
+			return false, err
 		}
 		rec, err := events.Decode(msg.Sequence, msg.Data)
 		if err != nil {
+			return false, err
+		}
+		out, from = append(out, rec), msg.Sequence+1
+		return true, nil
+	}
+	end := func(err error) ([]events.Record, error) {
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, rec)
-		from = msg.Sequence + 1
+		return out, nil
+	}
+	for range loadSingly {
+		if more, err := add(stream.s.GetMsg(ctx, from, jetstream.WithGetMsgSubject(filter))); !more {
+			return end(err)
+		}
 	}
 	for {
 		msgs, err := jetstreamext.GetBatch(ctx, s.js, stream.name, loadBatch, jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject(filter))
@@ -345,18 +356,10 @@ func (s *Store) Load(ctx context.Context, stream *Stream, filter string, from ui
 		}
 		pending := "0"
 		for msg, err := range msgs {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				return out, nil
+			if more, err := add(msg, err); !more {
+				return end(err)
 			}
-			if err != nil {
-				return nil, classify("load "+filter, err)
-			}
-			rec, err := events.Decode(msg.Sequence, msg.Data)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, rec)
-			from, pending = msg.Sequence+1, msg.Header.Get("Nats-Num-Pending")
+			pending = msg.Header.Get("Nats-Num-Pending")
 		}
 		if pending == "0" || pending == "" {
 			return out, nil
