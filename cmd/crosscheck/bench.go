@@ -20,11 +20,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/projections"
 )
 
@@ -354,8 +354,7 @@ func benchRawPublish(ctx context.Context, cfg benchConfig, always bool) (float64
 		for p := range cfg.Publishers {
 			wg.Go(func() {
 				for i := 0; time.Now().Before(deadline); i++ {
-					msg := &nats.Msg{Subject: fmt.Sprintf("ev.query.req_%d_%d.model_answered", p, i), Data: payload, Header: nats.Header{}}
-					if _, err := store.JS.PublishMsg(ctx, msg, jetstream.WithMsgID(events.NewID())); err == nil && counting {
+					if _, err := store.AppendRaw(ctx, fmt.Sprintf("ev.query.req_%d_%d.model_answered", p, i), payload, events.NewID()); err == nil && counting {
 						count.Add(1)
 					}
 				}
@@ -502,12 +501,12 @@ func startProfile(phase string, always bool) func() {
 	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
-func lastSeq(ctx context.Context, s jetstream.Stream) uint64 {
-	info, err := s.Info(ctx)
+func lastSeq(ctx context.Context, s *eventstore.Stream) uint64 {
+	state, err := s.State(ctx)
 	if err != nil {
 		return 0
 	}
-	return info.State.LastSeq
+	return state.LastSeq
 }
 
 // benchLatency submits at a fixed moderate rate with a small simulated model
@@ -610,7 +609,7 @@ func sseLatencies(ctx context.Context, m *Main, key, id string) ([]float64, erro
 	}
 	var out []float64
 	for _, a := range got {
-		msg, err := m.Store.Queries.GetMsg(ctx, a.seq)
+		msg, err := m.Store.Queries.Message(ctx, a.seq)
 		if err != nil {
 			return nil, err
 		}
@@ -717,11 +716,11 @@ func benchReplay(ctx context.Context, dir string, always bool) (float64, error) 
 	}
 	const name = "bench_replay"
 	_ = projections.Rewind(ctx, store.Projections, name)
-	info, err := store.Queries.Info(ctx)
+	state, err := store.Queries.State(ctx)
 	if err != nil {
 		return 0, err
 	}
-	total := int64(info.State.Msgs)
+	total := int64(state.Msgs)
 	var applied atomic.Int64
 	status := &projections.QueryStatus{Store: store}
 	runCtx, cancel := context.WithCancel(ctx)

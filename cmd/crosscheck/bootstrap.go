@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/crosscheck/crosscheck/internal/events"
 )
 
@@ -47,7 +45,7 @@ func (m *Main) loadAdminToken() error {
 // Bootstrap creates, on first start, a development account with one API key
 // and prints the key once; on later starts it says how to make another.
 func (m *Main) Bootstrap(ctx context.Context) error {
-	info, err := m.Store.Accounts.Info(ctx)
+	state, err := m.Store.Accounts.State(ctx)
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
@@ -66,9 +64,9 @@ func (m *Main) Bootstrap(ctx context.Context) error {
 	if sim > 0 {
 		fmt.Fprintf(w, "  models      %d of %d providers run on the SIMULATED backend (no credentials configured)\n", sim, len(m.Catalog.Providers))
 	}
-	if info.State.Msgs > 0 {
+	if state.Msgs > 0 {
 		account := "<account_id>"
-		first, err := m.Store.Accounts.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(events.Subject(events.AggregateAccount, "*", events.AccountCreated{}.EventName())))
+		first, err := m.Store.Accounts.Next(ctx, events.Subject(events.AggregateAccount, "*", events.AccountCreated{}.EventName()), 1)
 		if err == nil {
 			account = events.AggregateID(first.Subject)
 		}

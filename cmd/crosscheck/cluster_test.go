@@ -17,6 +17,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
 	"github.com/crosscheck/crosscheck/internal/projections"
 )
 
@@ -141,10 +142,10 @@ func TestClusterSurvivesANodeAndAWorker(t *testing.T) {
 	startProcess(t, h, RoleWorker)
 	// A process opened with fewer replicas (a one-off audit, say) keeps the
 	// cluster's three.
-	one, err := eventstore.Open(context.Background(), h.m.Store.NC, 1)
+	one, err := eventstore.Open(context.Background(), h.m.Store.Conn(), 1)
 	must(t, err == nil, "open with 1 replica: %v", err)
 	for _, st := range []string{"QUERIES", "ACCOUNTS", "KV_balances", "KV_idempotency"} {
-		info, err := one.JS.Stream(context.Background(), st)
+		info, err := storetest.JetStream(t, one).Stream(context.Background(), st)
 		must(t, err == nil, "stream %s: %v", st, err)
 		must(t, info.CachedInfo().Config.Replicas == 3, "%s has %d replicas, want 3", st, info.CachedInfo().Config.Replicas)
 	}

@@ -60,7 +60,7 @@ func (h *harness) tamper(aggregate, id string, ev events.Event) {
 	h.t.Helper()
 	h.offline(func(store *eventstore.Store) {
 		env, _ := events.Wrap(aggregate, id, ev, time.Now())
-		_, _, err := store.Append(context.Background(), env, nil)
+		_, err := store.Append(context.Background(), env, nil)
 		must(h.t, err == nil, "tamper: %v", err)
 	})
 }
@@ -353,13 +353,13 @@ func TestBalancesRebuildToIdenticalBytes(t *testing.T) {
 	ctx := context.Background()
 	before := map[string][]byte{}
 	eventually(t, 10*time.Second, "the balances projection to catch up", func() bool {
-		info, _ := h.m.Store.Accounts.Info(ctx)
+		info, _ := h.m.Store.Accounts.State(ctx)
 		for _, a := range accts {
 			e, err := h.m.Store.Balances.Get(ctx, a)
 			if err != nil {
 				return false
 			}
-			before[a] = e.Value()
+			before[a] = e.Value
 		}
 		var last uint64
 		for _, v := range before {
@@ -367,7 +367,7 @@ func TestBalancesRebuildToIdenticalBytes(t *testing.T) {
 			_ = jsonUnmarshal(v, &d)
 			last = max(last, d.Seq)
 		}
-		return last == info.State.LastSeq
+		return last == info.LastSeq
 	})
 	h.m.Close()
 	h.offline(func(store *eventstore.Store) {
@@ -378,7 +378,7 @@ func TestBalancesRebuildToIdenticalBytes(t *testing.T) {
 	for _, a := range accts {
 		eventually(t, 30*time.Second, "the rebuild of "+a, func() bool {
 			e, err := h.m.Store.Balances.Get(ctx, a)
-			return err == nil && bytes.Equal(e.Value(), before[a])
+			return err == nil && bytes.Equal(e.Value, before[a])
 		})
 	}
 }

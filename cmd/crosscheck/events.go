@@ -339,11 +339,12 @@ func (c *eventsCommand) run(ctx context.Context, store *eventstore.Store, out, e
 	return 0
 }
 
-func (c *eventsCommand) stream(store *eventstore.Store, name string) jetstream.Stream {
-	if name == eventstore.StreamAccounts {
-		return store.Accounts
+func (c *eventsCommand) stream(ctx context.Context, store *eventstore.Store, name string) (jetstream.Stream, error) {
+	js, err := jetstream.New(store.Conn())
+	if err != nil {
+		return nil, err
 	}
-	return store.Queries
+	return js.Stream(ctx, name)
 }
 
 // appendEventLine appends the output line of one stored message to buf.
@@ -390,7 +391,10 @@ func (c *eventsCommand) export(ctx context.Context, store *eventstore.Store, out
 }
 
 func (c *eventsCommand) exportStream(ctx context.Context, store *eventstore.Store, src eventsSource, w *bufio.Writer, before int) (written int, err error) {
-	st := c.stream(store, src.name)
+	st, err := c.stream(ctx, store, src.name)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", src.name, err)
+	}
 	info, err := st.Info(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("stream %s: %w", src.name, err)
@@ -464,7 +468,9 @@ func stopEventsConsumer(store *eventstore.Store, stream string, cons jetstream.C
 	if ci := cons.CachedInfo(); ci != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = store.JS.DeleteConsumer(ctx, stream, ci.Name)
+		if js, err := jetstream.New(store.Conn()); err == nil {
+			_ = js.DeleteConsumer(ctx, stream, ci.Name)
+		}
 	}
 }
 
@@ -514,7 +520,10 @@ func (c *eventsCommand) tail(ctx context.Context, store *eventstore.Store, out i
 }
 
 func (c *eventsCommand) tailStream(ctx context.Context, store *eventstore.Store, src eventsSource, write func([]byte) error) error {
-	st := c.stream(store, src.name)
+	st, err := c.stream(ctx, store, src.name)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", src.name, err)
+	}
 	cons, err := st.OrderedConsumer(ctx, c.consumerConfig(src.filter))
 	if err != nil {
 		if ctx.Err() != nil {

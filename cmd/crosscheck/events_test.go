@@ -16,6 +16,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
 )
 
 // exportedEvent is a stored event with its stream and storage time.
@@ -61,9 +62,13 @@ func loadStoredEvents(t *testing.T, store *eventstore.Store, stream string) []ex
 	if err != nil {
 		t.Fatalf("load %s: %v", stream, err)
 	}
+	raw, err := storetest.JetStream(t, store).Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("stream %s: %v", stream, err)
+	}
 	out := make([]exportedEvent, 0, len(recs))
 	for _, r := range recs {
-		msg, err := st.GetMsg(ctx, r.Seq)
+		msg, err := raw.GetMsg(ctx, r.Seq)
 		if err != nil {
 			t.Fatalf("get %s %d: %v", stream, r.Seq, err)
 		}
@@ -394,7 +399,11 @@ func TestEventsTail(t *testing.T) {
 func countOrderedConsumers(t *testing.T, store *eventstore.Store) int {
 	t.Helper()
 	n := 0
-	for _, st := range []jetstream.Stream{store.Queries, store.Accounts} {
+	for _, name := range []string{eventstore.StreamQueries, eventstore.StreamAccounts} {
+		st, err := storetest.JetStream(t, store).Stream(context.Background(), name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
 		infos := st.ListConsumers(context.Background())
 		for ci := range infos.Info() {
 			if ci.Config.AckPolicy == jetstream.AckNonePolicy {

@@ -26,6 +26,6 @@ func TestExternalNATS(t *testing.T) {
 	h.restart(false)
 	r := h.api("GET", "/v1/queries/"+id, key, nil)
 	must(t, r.status == 200 && r.json(t)["status"] == "completed", "after restart: %d %s", r.status, r.body)
-	info, err := h.m.Store.Queries.Info(context.Background())
-	must(t, err == nil && info.State.Msgs > 0, "QUERIES on the external server: %v", err)
+	info, err := h.m.Store.Queries.State(context.Background())
+	must(t, err == nil && info.Msgs > 0, "QUERIES on the external server: %v", err)
 }

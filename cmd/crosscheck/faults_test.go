@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/crosscheck/crosscheck/internal/config"
+	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
 )
 
 // expectRestarting checks a 503 service_restarting envelope: retriable, with
@@ -46,14 +47,14 @@ func TestSubmissionRefusedByJetStreamIsFinishedByItsRetry(t *testing.T) {
 	ctx := context.Background()
 	before := h.submitOK(key, "before the refusal")
 	h.wait(key, before, 30*time.Second)
-	st, err := h.m.Store.JS.Stream(ctx, "QUERIES")
+	st, err := storetest.JetStream(t, h.m.Store).Stream(ctx, "QUERIES")
 	must(t, err == nil, "stream: %v", err)
 	info, err := st.Info(ctx)
 	must(t, err == nil, "stream info: %v", err)
 	// The real refusal of a full stream: no room for the submitted event.
 	blocked := info.Config
 	blocked.MaxMsgs, blocked.Discard = int64(info.State.Msgs), jetstream.DiscardNew
-	_, err = h.m.Store.JS.UpdateStream(ctx, blocked)
+	_, err = storetest.JetStream(t, h.m.Store).UpdateStream(ctx, blocked)
 	must(t, err == nil, "block the stream: %v", err)
 
 	body := map[string]any{"mode": "unify", "prompt": "refused once: the Danube"}
@@ -61,7 +62,7 @@ func TestSubmissionRefusedByJetStreamIsFinishedByItsRetry(t *testing.T) {
 	expectRestarting(t, h.submit(key, body, idem))
 	must(t, len(h.ledgerEvents(acct, "credits_reserved")) == 2, "the admission reserved before the append failed")
 
-	_, err = h.m.Store.JS.UpdateStream(ctx, info.Config)
+	_, err = storetest.JetStream(t, h.m.Store).UpdateStream(ctx, info.Config)
 	must(t, err == nil, "unblock the stream: %v", err)
 	r := h.submit(key, body, idem)
 	must(t, r.status == 202, "resubmission: %d %s", r.status, r.body)

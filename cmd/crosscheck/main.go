@@ -409,7 +409,7 @@ func (m *Main) ready(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if _, err := m.Store.JS.AccountInfo(ctx); err != nil {
+	if err := m.Store.Ping(ctx); err != nil {
 		return fmt.Errorf("JetStream: %w", err)
 	}
 	return nil

@@ -20,6 +20,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
 	"github.com/crosscheck/crosscheck/internal/projections"
 	"github.com/crosscheck/crosscheck/internal/providers"
 )
@@ -215,11 +216,11 @@ func TestReadModelRebuildsToIdenticalBytes(t *testing.T) {
 				return false
 			}
 			var d projections.QueryDoc
-			_ = jsonUnmarshal(e.Value(), &d)
+			_ = jsonUnmarshal(e.Value, &d)
 			if !d.Result.Terminal() {
 				return false
 			}
-			before[id] = e.Value()
+			before[id] = e.Value
 			return true
 		})
 	}
@@ -228,7 +229,9 @@ func TestReadModelRebuildsToIdenticalBytes(t *testing.T) {
 	h.offline(func(store *eventstore.Store) {
 		must(t, store.ResetQueryStatus(ctx) == nil, "reset bucket")
 		must(t, projections.Rewind(ctx, store.Projections, projections.ConsumerQueryStatus) == nil, "rewind")
-		keys, _ := store.QueryStatus.ListKeys(ctx)
+		bucket, err := storetest.JetStream(t, store).KeyValue(ctx, eventstore.BucketQueryStatus)
+		must(t, err == nil, "bucket: %v", err)
+		keys, _ := bucket.ListKeys(ctx)
 		n := 0
 		for range keys.Keys() {
 			n++
@@ -240,7 +243,7 @@ func TestReadModelRebuildsToIdenticalBytes(t *testing.T) {
 	for _, id := range ids {
 		eventually(t, 30*time.Second, "the rebuild of "+id, func() bool {
 			e, err := h.m.Store.QueryStatus.Get(ctx, id)
-			return err == nil && string(e.Value()) == string(before[id])
+			return err == nil && string(e.Value) == string(before[id])
 		})
 	}
 }

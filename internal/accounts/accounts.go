@@ -5,8 +5,6 @@ package accounts
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/keys"
+	"github.com/crosscheck/crosscheck/internal/lru"
 	"github.com/crosscheck/crosscheck/internal/projections"
 )
 
@@ -24,7 +23,11 @@ type Service struct {
 	Now   func() time.Time
 
 	cache    keyCache
-	accounts sync.Map // account id → *cached
+	init     sync.Once
+	accounts *lru.Cache[string, *cached] // by account id
+
+	// generate makes a new key; nil means keys.Generate.
+	generate func() keys.Key
 }
 
 var plans = map[string]bool{events.PlanFree: true, events.PlanBasic: true, events.PlanPro: true, events.PlanEnterprise: true}
@@ -109,21 +112,26 @@ func (s *Service) CreateKey(ctx context.Context, accountID, name string, acceptA
 	if _, err := s.Account(ctx, accountID); err != nil {
 		return keys.Key{}, nil, err
 	}
-	var k keys.Key
-	for {
-		k = keys.Generate()
-		existing, err := projections.GetKey(ctx, s.Store.Keys, k.Fingerprint)
-		if err != nil {
-			return keys.Key{}, nil, unavailable(err)
-		}
-		if existing == nil {
-			break
-		}
+	k, err := s.newKey(ctx)
+	if err != nil {
+		return keys.Key{}, nil, err
 	}
 	var key *events.Key
-	err := s.Update(ctx, accountID, func(a *events.Account) { key = copyKey(a.Keys[k.Fingerprint]) },
+	err = s.Update(ctx, accountID, func(a *events.Account) { key = copyKey(a.Keys[k.Fingerprint]) },
 		func(a *events.Account) ([]events.Event, error) {
-			return []events.Event{events.KeyCreated{Fingerprint: k.Fingerprint, Name: name, SecretHash: k.SecretHash(), AUPAccepted: true}}, nil
+			for {
+				cur := a.Keys[k.Fingerprint]
+				switch {
+				case cur != nil && cur.SecretHash == k.SecretHash():
+					return nil, nil // this step landed before a later one conflicted
+				case cur == nil:
+					return []events.Event{events.KeyCreated{Fingerprint: k.Fingerprint, Name: name, SecretHash: k.SecretHash(), AUPAccepted: true}}, nil
+				}
+				// The account has a key with this fingerprint already.
+				if k, err = s.newKey(ctx); err != nil {
+					return nil, err
+				}
+			}
 		})
 	if err != nil {
 		return keys.Key{}, nil, err
@@ -131,8 +139,50 @@ func (s *Service) CreateKey(ctx context.Context, accountID, name string, acceptA
 	if err := s.waitKey(ctx, key.Fingerprint, key.Seq); err != nil {
 		return keys.Key{}, nil, err
 	}
-	s.cache.put(key)
+	doc := projections.KeyDocOf(key)
+	s.cache.put(&doc)
 	return k, key, nil
+}
+
+// newKey generates a key whose fingerprint no account has.
+func (s *Service) newKey(ctx context.Context) (keys.Key, error) {
+	gen := s.generate
+	if gen == nil {
+		gen = keys.Generate
+	}
+	for {
+		k := gen()
+		taken, err := s.fingerprintTaken(ctx, k.Fingerprint)
+		if err != nil || !taken {
+			return k, err
+		}
+	}
+}
+
+// fingerprintTaken reports whether any account has a key with fingerprint.
+// The keys read model answers for the events its projection has applied;
+// the key creations after its checkpoint are read from the stream, so a key
+// created a moment ago by another process counts although the read model
+// has not caught up.
+func (s *Service) fingerprintTaken(ctx context.Context, fingerprint string) (bool, error) {
+	if k, err := projections.GetKey(ctx, s.Store.Keys, fingerprint); err != nil || k != nil {
+		return k != nil, err
+	}
+	pos, err := projections.Checkpoint(ctx, s.Store.Projections, projections.ConsumerAccounts)
+	if err != nil {
+		return false, err
+	}
+	created := events.Subject(events.AggregateAccount, "*", events.KeyCreated{}.EventName())
+	recs, err := s.Store.Load(ctx, s.Store.Accounts, created, pos+1)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range recs {
+		if e, ok := r.Event.(events.KeyCreated); ok && e.Fingerprint == fingerprint {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Transition applies a lifecycle action to the key with fingerprint.
@@ -142,7 +192,7 @@ func (s *Service) Transition(ctx context.Context, fingerprint, action string) (*
 	}
 	projected, err := projections.GetKey(ctx, s.Store.Keys, fingerprint)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, err
 	}
 	if projected == nil {
 		return nil, apperr.New(apperr.NotFound, "no key with fingerprint %q", fingerprint)
@@ -165,7 +215,8 @@ func (s *Service) Transition(ctx context.Context, fingerprint, action string) (*
 	if err := s.waitKey(ctx, fingerprint, key.Seq); err != nil {
 		return nil, err
 	}
-	s.cache.put(key)
+	doc := projections.KeyDocOf(key)
+	s.cache.put(&doc)
 	return key, nil
 }
 
@@ -203,7 +254,7 @@ func (s *Service) Authenticate(ctx context.Context, header string) (Caller, erro
 	}
 	stored, err := s.lookup(ctx, k.Fingerprint)
 	if err != nil {
-		return Caller{}, unavailable(err)
+		return Caller{}, err
 	}
 	hash := dummyHash
 	if stored != nil {
@@ -225,14 +276,6 @@ func (s *Service) Authenticate(ctx context.Context, header string) (Caller, erro
 
 // dummyHash keeps verification of an unknown fingerprint as slow as a known one.
 var dummyHash = keys.Generate().SecretHash()
-
-func unavailable(err error) error {
-	var ae *apperr.Error
-	if errors.As(err, &ae) {
-		return ae
-	}
-	return fmt.Errorf("%w", &apperr.Error{Code: apperr.ServiceRestarting, Message: "the event store is unavailable; retry shortly", RetryAfter: 1})
-}
 
 func validID(id string) bool {
 	if !strings.HasPrefix(id, "acct_") || len(id) != 31 {

@@ -6,10 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/projections"
 )
 
@@ -19,20 +17,20 @@ import (
 // once; an entry only ever moves to a later sequence.
 type keyCache struct {
 	mu   sync.RWMutex
-	keys map[string]*events.Key
+	keys map[string]*projections.KeyDoc
 }
 
-func (c *keyCache) get(fingerprint string) *events.Key {
+func (c *keyCache) get(fingerprint string) *projections.KeyDoc {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.keys[fingerprint]
 }
 
-func (c *keyCache) put(k *events.Key) {
+func (c *keyCache) put(k *projections.KeyDoc) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.keys == nil {
-		c.keys = map[string]*events.Key{}
+		c.keys = map[string]*projections.KeyDoc{}
 	}
 	if cur := c.keys[k.Fingerprint]; cur == nil || cur.Seq < k.Seq {
 		cp := *k
@@ -41,7 +39,7 @@ func (c *keyCache) put(k *events.Key) {
 }
 
 // lookup returns the projected key, from the cache or else the bucket.
-func (s *Service) lookup(ctx context.Context, fingerprint string) (*events.Key, error) {
+func (s *Service) lookup(ctx context.Context, fingerprint string) (*projections.KeyDoc, error) {
 	if k := s.cache.get(fingerprint); k != nil {
 		return k, nil
 	}
@@ -56,22 +54,16 @@ func (s *Service) lookup(ctx context.Context, fingerprint string) (*events.Key, 
 // WatchKeys keeps the key cache in step with the keys bucket until ctx ends.
 func (s *Service) WatchKeys(ctx context.Context, log zerolog.Logger) {
 	for ctx.Err() == nil {
-		w, err := s.Store.Keys.WatchAll(ctx)
+		err := s.Store.Keys.Watch(ctx, func(_ string, value []byte) {
+			var k projections.KeyDoc
+			if err := json.Unmarshal(value, &k); err == nil {
+				s.cache.put(&k)
+			}
+		})
 		if err != nil {
 			log.Warn().Err(err).Msg("key cache: watch")
 			sleep(ctx, time.Second)
-			continue
 		}
-		for entry := range w.Updates() {
-			if entry == nil || entry.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			var k events.Key
-			if err := json.Unmarshal(entry.Value(), &k); err == nil {
-				s.cache.put(&k)
-			}
-		}
-		_ = w.Stop()
 	}
 }
 

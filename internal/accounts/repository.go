@@ -2,14 +2,19 @@ package accounts
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/lru"
 )
+
+// CachedAccounts bounds the account aggregates a process keeps in memory;
+// the least recently used is forgotten first, and read again from the
+// stream when next needed.
+const CachedAccounts = 10000
 
 // Decide is one step of a command: it returns the events to append to the
 // account, or none.
@@ -25,8 +30,8 @@ type cached struct {
 }
 
 func (s *Service) cached(accountID string) *cached {
-	v, _ := s.accounts.LoadOrStore(accountID, &cached{})
-	return v.(*cached)
+	s.init.Do(func() { s.accounts = lru.New[string, *cached](CachedAccounts) })
+	return s.accounts.GetOrAdd(accountID, func() *cached { return &cached{} })
 }
 
 // Update is the one load → decide → append path of the account aggregate.
@@ -63,17 +68,17 @@ func (s *Service) Update(ctx context.Context, accountID string, then func(a *eve
 				if err != nil {
 					return err
 				}
-				seq, _, err := s.Store.Append(ctx, env, &eventstore.Expect{Filter: filter, Seq: c.a.LastSeq})
+				app, err := s.Store.Append(ctx, env, &eventstore.Expect{Filter: filter, Seq: c.a.LastSeq})
 				if errors.Is(err, eventstore.ErrConflict) {
 					conflict = true
 					break
 				}
 				if err != nil {
 					c.a = nil // unknown whether it landed: read it back next time
-					return unavailable(err)
+					return err
 				}
-				raw, _ := json.Marshal(env)
-				c.a.Apply(events.Record{Seq: seq, Envelope: env, Event: ev, Raw: raw})
+				// The hash chain is over the bytes the stream holds.
+				c.a.Apply(events.Record{Seq: app.Seq, Envelope: env, Event: ev, Raw: app.Data})
 			}
 			if conflict {
 				break
@@ -97,14 +102,14 @@ func (s *Service) refresh(ctx context.Context, c *cached, accountID string) erro
 	if c.a == nil || !c.a.Exists() {
 		a, err := s.Store.LoadAccount(ctx, accountID)
 		if err != nil {
-			return unavailable(err)
+			return err
 		}
 		c.a = a
 		return nil
 	}
 	recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), c.a.LastSeq+1)
 	if err != nil {
-		return unavailable(err)
+		return err
 	}
 	for _, r := range recs {
 		c.a.Apply(r)
@@ -118,7 +123,7 @@ func (s *Service) Refreshed(ctx context.Context, accountID string) Decide {
 	return func(a *events.Account) ([]events.Event, error) {
 		recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), a.LastSeq+1)
 		if err != nil {
-			return nil, unavailable(err)
+			return nil, err
 		}
 		for _, r := range recs {
 			a.Apply(r)

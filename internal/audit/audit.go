@@ -131,7 +131,7 @@ func checkReadModel(ctx context.Context, store *eventstore.Store, rep *Report, a
 		rep.problem("account %s: missing from the balances read model", a.ID)
 		return
 	}
-	want, _ := json.Marshal(a.Ledger)
+	want, _ := json.Marshal(projections.LedgerDocOf(a.Ledger))
 	got, _ := json.Marshal(doc.Ledger)
 	if doc.Seq != a.LastSeq || string(want) != string(got) {
 		rep.problem("account %s: read model differs from the replay: read model at seq %d balance %s reserved %s; replay at seq %d balance %s reserved %s",

@@ -4,16 +4,18 @@
 package eventstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
+	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
 )
 
@@ -53,32 +55,53 @@ const requestTimeout = 10 * time.Second
 // keeps entries an hour longer so the check, not the expiry, decides.
 const IdempotencyTTL = 25 * time.Hour
 
-// ErrConflict is returned by Append when the aggregate moved on since it was loaded.
-var ErrConflict = errors.New("event store: concurrent append")
+// ErrConflict is returned when a write was conditional on a state that
+// moved on: an append whose aggregate has a later event than expected, or a
+// bucket write whose entry has a later revision (or exists, for Create).
+var ErrConflict = errors.New("event store: concurrent write")
 
-// ErrUnavailable wraps failures to reach JetStream.
-var ErrUnavailable = errors.New("event store unavailable")
+// ErrNotFound is returned by a bucket read of a key that is absent or deleted.
+var ErrNotFound = errors.New("event store: key not found")
 
-// Store holds the streams and buckets of one JetStream domain.
+// ErrUnavailable is in the chain of every failure to reach JetStream or to
+// have it take a write. It is the application error service_restarting, so
+// the HTTP layer maps it without knowing this package; the JetStream cause
+// stays in the chain beside it for the one log line that reports it.
+var ErrUnavailable error = &apperr.Error{Code: apperr.ServiceRestarting, Message: "the event store is unavailable; retry shortly (a submission with the same Idempotency-Key)", RetryAfter: 1}
+
+// Store holds the streams and buckets of one JetStream domain. Its fields
+// are set by Open and never change.
 type Store struct {
-	NC *nats.Conn
-	JS jetstream.JetStream
+	nc *nats.Conn
+	js jetstream.JetStream
 
-	Queries   jetstream.Stream
-	Accounts  jetstream.Stream
-	Exhausted jetstream.Stream
+	Queries   *Stream
+	Accounts  *Stream
+	Exhausted *Stream
 
-	QueryStatus jetstream.KeyValue
-	Balances    jetstream.KeyValue
-	Keys        jetstream.KeyValue
-	Idempotency jetstream.KeyValue
-	Inflight    jetstream.KeyValue
+	QueryStatus *Bucket
+	Balances    *Bucket
+	Keys        *Bucket
+	Idempotency *Bucket
+	Inflight    *Bucket
 	// Projections holds each projection's checkpoint by name.
-	Projections jetstream.KeyValue
+	Projections *Bucket
 	// Leases holds which process runs each projection.
-	Leases jetstream.KeyValue
+	Leases *Bucket
 
 	replicas int
+}
+
+// Conn returns the NATS connection the store uses.
+func (s *Store) Conn() *nats.Conn { return s.nc }
+
+// Ping reports whether JetStream answers: nil, or an error wrapping
+// ErrUnavailable.
+func (s *Store) Ping(ctx context.Context) error {
+	if _, err := s.js.AccountInfo(ctx); err != nil {
+		return classify("ping", err)
+	}
+	return nil
 }
 
 // atLeast returns the replicas to give stream: want, or more when the stream
@@ -101,50 +124,54 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	s := &Store{NC: nc, JS: js, replicas: replicas}
-	if s.Queries, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        StreamQueries,
-		Description: "Every event of every query: ev.query.<request_id>.<event>",
-		Subjects:    []string{"ev.query.>"},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		Duplicates:  2 * time.Minute,
-		AllowDirect: true,
-		Replicas:    atLeast(ctx, js, StreamQueries, replicas),
-	}); err != nil {
-		return nil, fmt.Errorf("stream %s: %w", StreamQueries, err)
+	s := &Store{nc: nc, js: js, replicas: replicas}
+	streams := []struct {
+		dst **Stream
+		cfg jetstream.StreamConfig
+	}{
+		{&s.Queries, jetstream.StreamConfig{
+			Name:        StreamQueries,
+			Description: "Every event of every query: ev.query.<request_id>.<event>",
+			Subjects:    []string{"ev.query.>"},
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.LimitsPolicy,
+			Duplicates:  2 * time.Minute,
+			AllowDirect: true,
+		}},
+		{&s.Accounts, jetstream.StreamConfig{
+			Name:        StreamAccounts,
+			Description: "Every event of every account (keys, plans, ledger): ev.account.<account_id>.<event>",
+			Subjects:    []string{"ev.account.>"},
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.LimitsPolicy,
+			Duplicates:  2 * time.Minute,
+			DenyDelete:  true,
+			DenyPurge:   true,
+			AllowDirect: true,
+		}},
+		{&s.Exhausted, jetstream.StreamConfig{
+			Name:        StreamExhausted,
+			Description: "JetStream's advisories of the jobs " + ConsumerJobs + " stopped delivering, until a worker ends them",
+			Subjects:    []string{SubjectExhausted},
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.WorkQueuePolicy,
+			MaxAge:      30 * 24 * time.Hour,
+		}},
 	}
-	if s.Accounts, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        StreamAccounts,
-		Description: "Every event of every account (keys, plans, ledger): ev.account.<account_id>.<event>",
-		Subjects:    []string{"ev.account.>"},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		Duplicates:  2 * time.Minute,
-		DenyDelete:  true,
-		DenyPurge:   true,
-		AllowDirect: true,
-		Replicas:    atLeast(ctx, js, StreamAccounts, replicas),
-	}); err != nil {
-		return nil, fmt.Errorf("stream %s: %w", StreamAccounts, err)
-	}
-	if s.Exhausted, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        StreamExhausted,
-		Description: "JetStream's advisories of the jobs " + ConsumerJobs + " stopped delivering, until a worker ends them",
-		Subjects:    []string{SubjectExhausted},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.WorkQueuePolicy,
-		MaxAge:      30 * 24 * time.Hour,
-		Replicas:    atLeast(ctx, js, StreamExhausted, replicas),
-	}); err != nil {
-		return nil, fmt.Errorf("stream %s: %w", StreamExhausted, err)
+	for _, st := range streams {
+		st.cfg.Replicas = atLeast(ctx, js, st.cfg.Name, replicas)
+		h, err := js.CreateOrUpdateStream(ctx, st.cfg)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", st.cfg.Name, err)
+		}
+		*st.dst = &Stream{name: st.cfg.Name, s: h, store: s}
 	}
 	buckets := []struct {
-		kv  *jetstream.KeyValue
+		dst **Bucket
 		cfg jetstream.KeyValueConfig
 	}{
-		{&s.QueryStatus, jetstream.KeyValueConfig{Bucket: BucketQueryStatus, Description: "Query read model, a projection of QUERIES"}},
-		{&s.Balances, jetstream.KeyValueConfig{Bucket: BucketBalances, Description: "Account money state by account id, a projection of ACCOUNTS"}},
+		{&s.QueryStatus, jetstream.KeyValueConfig{Bucket: BucketQueryStatus, Description: queryStatusDescription}},
+		{&s.Balances, jetstream.KeyValueConfig{Bucket: BucketBalances, Description: balancesDescription}},
 		{&s.Keys, jetstream.KeyValueConfig{Bucket: BucketKeys, Description: "API key states by fingerprint, a projection of ACCOUNTS"}},
 		{&s.Idempotency, jetstream.KeyValueConfig{Bucket: BucketIdempotency, Description: "Idempotency-Key claims", TTL: IdempotencyTTL}},
 		{&s.Inflight, jetstream.KeyValueConfig{Bucket: BucketInflight, Description: "In-flight query slots by API key fingerprint"}},
@@ -154,35 +181,29 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 	for _, b := range buckets {
 		b.cfg.Storage = jetstream.FileStorage
 		b.cfg.Replicas = atLeast(ctx, js, "KV_"+b.cfg.Bucket, replicas)
-		if *b.kv, err = js.CreateOrUpdateKeyValue(ctx, b.cfg); err != nil {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, b.cfg)
+		if err != nil {
 			return nil, fmt.Errorf("bucket %s: %w", b.cfg.Bucket, err)
 		}
+		*b.dst = &Bucket{name: b.cfg.Bucket, store: s}
+		(*b.dst).kv.Store(&kv)
 	}
 	return s, nil
 }
 
+const (
+	queryStatusDescription = "Query read model, a projection of QUERIES"
+	balancesDescription    = "Account money state by account id, a projection of ACCOUNTS"
+)
+
 // ResetQueryStatus deletes the query read model bucket and creates it empty.
 func (s *Store) ResetQueryStatus(ctx context.Context) error {
-	return s.reset(ctx, BucketQueryStatus, "Query read model, a projection of QUERIES", &s.QueryStatus)
+	return s.QueryStatus.reset(ctx, queryStatusDescription)
 }
 
 // ResetBalances deletes the balances read model bucket and creates it empty.
 func (s *Store) ResetBalances(ctx context.Context) error {
-	return s.reset(ctx, BucketBalances, "Account money state by account id, a projection of ACCOUNTS", &s.Balances)
-}
-
-func (s *Store) reset(ctx context.Context, bucket, description string, dst *jetstream.KeyValue) error {
-	if err := s.JS.DeleteKeyValue(ctx, bucket); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return fmt.Errorf("delete %s: %w", bucket, err)
-	}
-	kv, err := s.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: bucket, Description: description, Storage: jetstream.FileStorage, Replicas: s.replicas,
-	})
-	if err != nil {
-		return fmt.Errorf("create %s: %w", bucket, err)
-	}
-	*dst = kv
-	return nil
+	return s.Balances.reset(ctx, balancesDescription)
 }
 
 // Expect makes an append conditional: it succeeds only when the last event
@@ -192,69 +213,163 @@ type Expect struct {
 	Seq    uint64
 }
 
-// Append publishes env and returns its stream sequence. With expect, a
-// concurrent append to the same aggregate yields ErrConflict. A publish the
-// server has already seen (same event id within the dedup window) returns the
-// original sequence with duplicate true.
-func (s *Store) Append(ctx context.Context, env events.Envelope, expect *Expect) (seq uint64, duplicate bool, err error) {
+// Appended is the outcome of an append.
+type Appended struct {
+	// Seq is the event's stream sequence.
+	Seq uint64
+	// Duplicate is true when the server had stored the event already (same
+	// event id within the dedup window): Seq is the original's.
+	Duplicate bool
+	// Data is the bytes stored for the event, what a reader of the stream
+	// gets back (for a duplicate, the bytes of this append, which carry the
+	// same event id).
+	Data []byte
+}
+
+// Append publishes env. With expect, a concurrent append to the same
+// aggregate yields ErrConflict; a failure to reach JetStream or to have it
+// take the event wraps ErrUnavailable.
+func (s *Store) Append(ctx context.Context, env events.Envelope, expect *Expect) (Appended, error) {
 	data, err := json.Marshal(env)
 	if err != nil {
-		return 0, false, err
+		return Appended{}, err
 	}
 	msg := &nats.Msg{Subject: env.Subject, Data: data, Header: nats.Header{}}
 	opts := []jetstream.PublishOpt{jetstream.WithMsgID(env.ID)}
 	if expect != nil {
 		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(expect.Seq, expect.Filter))
 	}
-	ack, err := s.JS.PublishMsg(ctx, msg, opts...)
+	ack, err := s.js.PublishMsg(ctx, msg, opts...)
 	if err != nil {
-		return 0, false, classify("append "+env.Type, err)
+		return Appended{}, classify("append "+env.Type, err)
 	}
-	return ack.Sequence, ack.Duplicate, nil
+	return Appended{Seq: ack.Sequence, Duplicate: ack.Duplicate, Data: data}, nil
 }
 
+// AppendRaw publishes data, already encoded, on subject with the event id
+// id, unconditionally, and returns its stream sequence: for loading events
+// in bulk (an import, a benchmark), not for commands.
+func (s *Store) AppendRaw(ctx context.Context, subject string, data []byte, id string) (uint64, error) {
+	ack, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}, jetstream.WithMsgID(id))
+	if err != nil {
+		return 0, classify("append "+subject, err)
+	}
+	return ack.Sequence, nil
+}
+
+// Stored reports which of subjects have at least one event in stream, with
+// one request per lastBatch subjects rather than one each.
+func (s *Store) Stored(ctx context.Context, stream *Stream, subjects []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(subjects))
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	for chunk := range slices.Chunk(subjects, lastBatch) {
+		msgs, err := jetstreamext.GetLastMsgsFor(ctx, s.js, stream.name, chunk)
+		if err != nil {
+			return nil, classify("last of "+stream.name, err)
+		}
+		for msg, err := range msgs {
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				break
+			}
+			if err != nil {
+				return nil, classify("last of "+stream.name, err)
+			}
+			out[msg.Subject] = true
+		}
+	}
+	return out, nil
+}
+
+// lastBatch bounds the subjects of one request of Stored.
+const lastBatch = 256
+
+// classify is the one place that reads JetStream's errors: a failed
+// expectation becomes ErrConflict, an absent key or message ErrNotFound, a
+// cancelled context stays itself, and anything else wraps ErrUnavailable
+// beside its cause.
 func classify(op string, err error) error {
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
-		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
-			return fmt.Errorf("%s: %w", op, ErrConflict)
-		}
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	if errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return fmt.Errorf("%s: %w", op, ErrConflict)
+	case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+		return fmt.Errorf("%s: %w", op, ErrConflict)
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrMsgNotFound), errors.Is(err, jetstreamext.ErrNoMessages):
+		return fmt.Errorf("%s: %w", op, ErrNotFound)
+	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 }
 
+// loadSingly is how many events Load reads one request each before it
+// reads the rest in batches, and loadBatch bounds the events of one batch.
+// A batch request costs about as much as loadSingly single ones, so short
+// histories (an account's few new events, a query) are read singly and long
+// ones (an account's whole ledger) in batches: BenchmarkLoad measures both.
+const (
+	loadSingly = 16
+	loadBatch  = 512
+)
+
 // Load returns every event of stream matching filter, in order, starting at
-// sequence from (use 1 for all).
-func (s *Store) Load(ctx context.Context, stream jetstream.Stream, filter string, from uint64) ([]events.Record, error) {
+// sequence from (use 1 for all): the first loadSingly with a request each,
+// the rest in batches of up to loadBatch a request (a direct batch get).
+func (s *Store) Load(ctx context.Context, stream *Stream, filter string, from uint64) ([]events.Record, error) {
 	var out []events.Record
 	if from == 0 {
 		from = 1
 	}
-	for {
-		msg, err := stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(filter))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return out, nil
-		}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	// add decodes one answer into out and says whether more may follow.
+	add := func(msg *jetstream.RawStreamMsg, err error) (bool, error) {
 		if err != nil {
-			return nil, classify("load "+filter, err)
+			if err = classify("load "+filter, err); errors.Is(err, ErrNotFound) {
+				return false, nil
+			}
+			return false, err
 		}
 		rec, err := events.Decode(msg.Sequence, msg.Data)
 		if err != nil {
+			return false, err
+		}
+		out, from = append(out, rec), msg.Sequence+1
+		return true, nil
+	}
+	end := func(err error) ([]events.Record, error) {
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, rec)
-		from = msg.Sequence + 1
+		return out, nil
+	}
+	for range loadSingly {
+		if more, err := add(stream.s.GetMsg(ctx, from, jetstream.WithGetMsgSubject(filter))); !more {
+			return end(err)
+		}
+	}
+	for {
+		msgs, err := jetstreamext.GetBatch(ctx, s.js, stream.name, loadBatch, jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject(filter))
+		if err != nil {
+			return nil, classify("load "+filter, err)
+		}
+		pending := "0"
+		for msg, err := range msgs {
+			if more, err := add(msg, err); !more {
+				return end(err)
+			}
+			pending = msg.Header.Get("Nats-Num-Pending")
+		}
+		if pending == "0" || pending == "" {
+			return out, nil
+		}
 	}
 }
 
 // Last returns the last event on subject, or nil when there is none.
-func (s *Store) Last(ctx context.Context, stream jetstream.Stream, subject string) (*events.Record, error) {
-	msg, err := stream.GetLastMsgForSubject(ctx, subject)
+func (s *Store) Last(ctx context.Context, stream *Stream, subject string) (*events.Record, error) {
+	msg, err := stream.s.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}
@@ -298,13 +413,13 @@ func (s *Store) LoadAccount(ctx context.Context, accountID string) (*events.Acco
 // Follow streams the events of stream matching filter, from the first one on
 // and then live, through an ordered consumer, until ctx ends. The error
 // channel receives at most one error and is closed with the record channel.
-func (s *Store) Follow(ctx context.Context, stream jetstream.Stream, filter string) (<-chan events.Record, <-chan error) {
+func (s *Store) Follow(ctx context.Context, stream *Stream, filter string) (<-chan events.Record, <-chan error) {
 	out := make(chan events.Record, 64)
 	errc := make(chan error, 1)
 	go func() {
 		defer close(out)
 		defer close(errc)
-		cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		cons, err := stream.s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 			FilterSubjects: []string{filter},
 			DeliverPolicy:  jetstream.DeliverAllPolicy,
 		})
@@ -352,78 +467,4 @@ func (s *Store) Follow(ctx context.Context, stream jetstream.Stream, filter stri
 // FollowQuery follows the events of one query.
 func (s *Store) FollowQuery(ctx context.Context, requestID string) (<-chan events.Record, <-chan error) {
 	return s.Follow(ctx, s.Queries, events.Filter(events.AggregateQuery, requestID))
-}
-
-// Entry is one key and value of a bucket.
-type Entry struct {
-	Key   string
-	Value []byte
-}
-
-// PutAll writes entries to the bucket with asynchronous publishes and waits
-// for every acknowledgement: a batch costs one round trip, not one per entry.
-func (s *Store) PutAll(ctx context.Context, bucket string, entries []Entry) error {
-	futures := make([]jetstream.PubAckFuture, 0, len(entries))
-	for _, e := range entries {
-		f, err := s.JS.PublishAsync("$KV."+bucket+"."+e.Key, e.Value)
-		if err != nil {
-			return classify("put "+bucket, err)
-		}
-		futures = append(futures, f)
-	}
-	// An acknowledgement lost with a leader that went down never comes.
-	timeout := time.NewTimer(requestTimeout)
-	defer timeout.Stop()
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return classify("put "+bucket, err)
-		case <-timeout.C:
-			return fmt.Errorf("put %s: no acknowledgement after %s: %w", bucket, requestTimeout, ErrUnavailable)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-// GetLatest reads the value of key in bucket from the bucket's stream leader,
-// never from a replica that may lag (as a direct get may): a projection that
-// reads what it wrote must see it. It returns nil when the key is absent or
-// deleted.
-func (s *Store) GetLatest(ctx context.Context, bucket, key string) ([]byte, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
-	// A request lost with a leader that went down is never answered.
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	msg, err := s.NC.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
-	if err != nil {
-		return nil, classify("get "+bucket, err)
-	}
-	var resp struct {
-		Message *struct {
-			Data []byte `json:"data"`
-			Hdrs []byte `json:"hdrs"`
-		} `json:"message"`
-		Error *struct {
-			Code        int    `json:"code"`
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, fmt.Errorf("get %s %s: %w", bucket, key, err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.Code == 404:
-		return nil, nil
-	case resp.Error != nil:
-		return nil, fmt.Errorf("get %s %s: %s: %w", bucket, key, resp.Error.Description, ErrUnavailable)
-	case resp.Message == nil:
-		return nil, fmt.Errorf("get %s %s: empty answer: %w", bucket, key, ErrUnavailable)
-	}
-	if bytes.Contains(resp.Message.Hdrs, []byte("KV-Operation")) {
-		return nil, nil // a delete or purge marker
-	}
-	return resp.Message.Data, nil
 }

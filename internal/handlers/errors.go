@@ -3,9 +3,13 @@
 package handlers
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
 )
@@ -81,11 +85,23 @@ func writeRaw(w http.ResponseWriter, status int, raw []byte) {
 }
 
 // writeError writes err as the envelope. Errors that are not application
-// errors are logged in detail and answered as a bare internal_error.
+// errors are logged in detail and answered as a bare internal_error; a
+// service_restarting that has a cause (the event store's failure, wrapped
+// beside it) is logged with that cause, here and only here.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, requestID string) {
 	e := apperr.From(err)
-	if e.Code == apperr.Internal {
-		logger(r).Error().Err(err).Msg("internal error")
+	var ev *zerolog.Event
+	switch {
+	case e.Code == apperr.Internal:
+		ev = logger(r).Error()
+	case e.Code == apperr.ServiceRestarting && err != error(e):
+		ev = logger(r).Warn()
+	}
+	if ev != nil {
+		if id := cmp.Or(requestID, e.RequestID, chi.URLParam(r, "id")); id != "" {
+			ev = ev.Str("request_id", id)
+		}
+		ev.Err(err).Msg("answered " + e.Code)
 	}
 	if ra := e.RetryAfterSeconds(); ra > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(ra))

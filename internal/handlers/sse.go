@@ -93,15 +93,21 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			start()
 			fmt.Fprint(w, ": heartbeat\n\n")
 			flusher.Flush()
-		case err, ok := <-errc:
-			if ok && err != nil {
-				logger(r).Warn().Err(err).Str("request_id", id).Msg("stream: following the query failed")
-				if !started {
-					s.writeError(w, r, apperr.New(apperr.ServiceRestarting, "the event store is unavailable; reconnect with Last-Event-ID"), id)
-				}
-			}
+		case err := <-errc:
+			s.followEnded(w, r, id, started, err)
 			return
-		case rec := <-recs:
+		case rec, ok := <-recs:
+			if !ok {
+				// The follow ended before the terminal event; its error,
+				// if any, was sent before the channel closed.
+				var err error
+				select {
+				case err = <-errc:
+				default:
+				}
+				s.followEnded(w, r, id, started, err)
+				return
+			}
 			doc.Apply(rec)
 			terminal := doc.Result.Terminal()
 			if rec.Seq > after {
@@ -117,6 +123,22 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// followEnded ends a stream whose follow of the query ended before the
+// terminal event: the client reconnects with Last-Event-ID. A stream that has
+// not started answers with the error, service_restarting for the store.
+func (s *Server) followEnded(w http.ResponseWriter, r *http.Request, id string, started bool, err error) {
+	if started {
+		if err != nil {
+			logger(r).Warn().Err(err).Str("request_id", id).Msg("stream: following the query failed; the client reconnects")
+		}
+		return
+	}
+	if err == nil {
+		err = apperr.New(apperr.ServiceRestarting, "the event stream of this query ended; reconnect with Last-Event-ID")
+	}
+	s.writeError(w, r, err, id)
 }
 
 type sseEvent struct {

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,20 +52,32 @@ func (s *Service) Reserve(ctx context.Context, accountID, requestID string, amou
 const abandonGrace = 2 * time.Minute
 
 // abandoned releases the reservations whose query was never recorded (the
-// process died between reserving and appending the submission).
+// process died between reserving and appending the submission). The
+// submissions of all the old reservations are looked up together: the
+// caller holds the account's lock.
 func (s *Service) abandoned(ctx context.Context, a *events.Account) ([]events.Event, error) {
-	var evs []events.Event
-	store := s.Accounts.Store
+	var subjects []string
+	ids := map[string]string{} // submitted subject → request id
 	for id, o := range a.Ledger.Open {
 		if s.Now().Sub(o.At) < abandonGrace {
 			continue
 		}
-		rec, err := store.Last(ctx, store.Queries, events.Subject(events.AggregateQuery, id, events.QuerySubmitted{}.EventName()))
-		if err != nil {
-			return nil, apperr.New(apperr.ServiceRestarting, "the event store is unavailable; retry")
-		}
-		if rec == nil {
-			evs = append(evs, a.DecideRelease(id, "abandoned: the submission was never recorded"))
+		subj := events.Subject(events.AggregateQuery, id, events.QuerySubmitted{}.EventName())
+		subjects, ids[subj] = append(subjects, subj), id
+	}
+	if len(subjects) == 0 {
+		return nil, nil
+	}
+	slices.Sort(subjects) // the releases come in a stable order
+	store := s.Accounts.Store
+	stored, err := store.Stored(ctx, store.Queries, subjects)
+	if err != nil {
+		return nil, err
+	}
+	var evs []events.Event
+	for _, subj := range subjects {
+		if !stored[subj] {
+			evs = append(evs, a.DecideRelease(ids[subj], "abandoned: the submission was never recorded"))
 		}
 	}
 	return evs, nil
@@ -195,7 +208,7 @@ func (s *Service) Entries(ctx context.Context, accountID string, after uint64, l
 	}
 	recs, err := s.Accounts.Store.Load(ctx, s.Accounts.Store.Accounts, events.Filter(events.AggregateAccount, accountID), 1)
 	if err != nil {
-		return nil, 0, apperr.New(apperr.ServiceRestarting, "the event store is unavailable; retry")
+		return nil, 0, err
 	}
 	a := &events.Account{}
 	for _, r := range recs {

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 )
@@ -15,10 +13,10 @@ import (
 // BalanceDoc is one entry of the balances read model: an account's money
 // state after the event at Seq.
 type BalanceDoc struct {
-	Seq       uint64        `json:"seq"`
-	AccountID string        `json:"account_id"`
-	Plan      string        `json:"plan"`
-	Ledger    events.Ledger `json:"ledger"`
+	Seq       uint64    `json:"seq"`
+	AccountID string    `json:"account_id"`
+	Plan      string    `json:"plan"`
+	Ledger    LedgerDoc `json:"ledger"`
 }
 
 // Balances projects ACCOUNTS into the balances bucket.
@@ -36,7 +34,7 @@ func (p *Balances) HandleBatch(ctx context.Context, recs []events.Record) error 
 		a := changed[id]
 		if a == nil {
 			var doc *BalanceDoc
-			raw, err := p.Store.GetLatest(ctx, eventstore.BucketBalances, id)
+			raw, err := p.Store.Balances.GetLatest(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -48,7 +46,7 @@ func (p *Balances) HandleBatch(ctx context.Context, recs []events.Record) error 
 			}
 			a = &events.Account{Keys: map[string]*events.Key{}}
 			if doc != nil {
-				a.ID, a.Plan, a.Ledger, a.LastSeq = doc.AccountID, doc.Plan, doc.Ledger, doc.Seq
+				a.ID, a.Plan, a.Ledger, a.LastSeq = doc.AccountID, doc.Plan, doc.Ledger.ledger(), doc.Seq
 			}
 			changed[id] = a
 			order = append(order, id)
@@ -64,26 +62,26 @@ func (p *Balances) HandleBatch(ctx context.Context, recs []events.Record) error 
 		if a.ID == "" {
 			continue // events of an account whose creation this bucket never saw
 		}
-		data, err := json.Marshal(BalanceDoc{Seq: a.LastSeq, AccountID: a.ID, Plan: a.Plan, Ledger: a.Ledger})
+		data, err := json.Marshal(BalanceDoc{Seq: a.LastSeq, AccountID: a.ID, Plan: a.Plan, Ledger: LedgerDocOf(a.Ledger)})
 		if err != nil {
 			return err
 		}
 		entries = append(entries, eventstore.Entry{Key: id, Value: data})
 	}
-	return p.Store.PutAll(ctx, eventstore.BucketBalances, entries)
+	return p.Store.Balances.PutAll(ctx, entries)
 }
 
 // GetBalance reads one account's projected money state; nil when unknown.
-func GetBalance(ctx context.Context, kv jetstream.KeyValue, accountID string) (*BalanceDoc, error) {
+func GetBalance(ctx context.Context, kv *eventstore.Bucket, accountID string) (*BalanceDoc, error) {
 	entry, err := kv.Get(ctx, accountID)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	if errors.Is(err, eventstore.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get balance %s: %w", accountID, err)
 	}
 	var d BalanceDoc
-	if err := json.Unmarshal(entry.Value(), &d); err != nil {
+	if err := json.Unmarshal(entry.Value, &d); err != nil {
 		return nil, fmt.Errorf("decode balance %s: %w", accountID, err)
 	}
 	return &d, nil

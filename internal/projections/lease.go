@@ -5,8 +5,9 @@ import (
 	"errors"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+
+	"github.com/crosscheck/crosscheck/internal/eventstore"
 )
 
 // Lease makes one process at a time run a projection, however many run the
@@ -17,7 +18,7 @@ import (
 // events at once. A process that dies loses the lease when its entry expires.
 type Lease struct {
 	// KV is the leases bucket; its entries must expire after LeaseTTL.
-	KV jetstream.KeyValue
+	KV *eventstore.Bucket
 	// Name is the projection's name, the key of its lease.
 	Name string
 	// Holder names this process in the lease (host and pid, say).
@@ -33,7 +34,7 @@ func (l *Lease) Run(ctx context.Context, fn func(ctx context.Context) error) {
 	for ctx.Err() == nil {
 		rev, err := l.KV.Create(ctx, l.Name, []byte(l.Holder))
 		if err != nil {
-			if !errors.Is(err, jetstream.ErrKeyExists) && ctx.Err() == nil {
+			if !errors.Is(err, eventstore.ErrConflict) && ctx.Err() == nil {
 				l.Log.Warn().Err(err).Str("projection", l.Name).Msg("lease: cannot reach the leases bucket")
 			}
 			sleep(ctx, every)
@@ -70,7 +71,7 @@ func (l *Lease) hold(ctx context.Context, rev uint64, fn func(ctx context.Contex
 			switch {
 			case err == nil:
 				rev, renewed = next, time.Now()
-			case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound):
+			case errors.Is(err, eventstore.ErrConflict), errors.Is(err, eventstore.ErrNotFound):
 				l.Log.Warn().Str("projection", l.Name).Msg("lease lost to another process: the projection stops here")
 				stop()
 				<-done
@@ -90,7 +91,7 @@ func (l *Lease) hold(ctx context.Context, rev uint64, fn func(ctx context.Contex
 func (l *Lease) release(rev uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_ = l.KV.Delete(ctx, l.Name, jetstream.LastRevision(rev))
+	_ = l.KV.Delete(ctx, l.Name, rev)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
 )
 
 // Projection names are persistent state (each names its checkpoint): never
@@ -29,32 +29,41 @@ type BatchHandler func(ctx context.Context, recs []events.Record) error
 // Runner feeds a handler every event of a stream in stream order, every
 // event already delivered (up to Batch) at once. Its position is a
 // checkpoint in the projections bucket, written after an applied batch at
-// most every checkpointEvery and when the runner stops; a runner starts
-// after its checkpoint.
+// most every checkpointEvery, when the stream goes idle for checkpointEvery,
+// and when the runner stops; a runner starts after its checkpoint.
 //
-// Events come from an ordered consumer: the client checks each delivery's
-// sequence and recreates the consumer after the last event it saw on any
-// gap, so an event is never skipped or reordered. (A durable consumer with
-// acknowledgements is not enough: after a restart it redelivers unacknowledged
-// events only when their ack wait ends, after newer ones.) A failing batch is
-// retried in place.
+// Events come from an ordered consumer, so an event is never skipped or
+// reordered. (A durable consumer with acknowledgements is not enough: after a
+// restart it redelivers unacknowledged events only when their ack wait
+// ends, after newer ones.) A failing batch is retried in place.
 type Runner struct {
 	Name        string
-	Stream      jetstream.Stream
+	Stream      *eventstore.Stream
 	Filters     []string
 	HandleBatch BatchHandler
 	// Checkpoints is the projections bucket.
-	Checkpoints jetstream.KeyValue
+	Checkpoints *eventstore.Bucket
 	// Batch bounds a batch; zero means 1024.
 	Batch int
 	Log   zerolog.Logger
 }
 
-// checkpointEvery bounds how often a runner writes its checkpoint.
+// checkpointEvery bounds how often a runner writes its checkpoint, and is
+// how long the stream stays idle before the last one is written.
 const checkpointEvery = 200 * time.Millisecond
+
+// runKey carries the identity of one Run in the context of its batches.
+type runKey struct{}
+
+// runOf returns the run a batch's context belongs to: a new value for every
+// Run, nil outside a runner. A handler that keeps state across batches drops
+// it when the run changes, since another process may have applied events in
+// between (it held the projection's lease meanwhile).
+func runOf(ctx context.Context) any { return ctx.Value(runKey{}) }
 
 // Run consumes until ctx ends.
 func (r *Runner) Run(ctx context.Context) error {
+	ctx = context.WithValue(ctx, runKey{}, new(byte))
 	pos, err := Checkpoint(ctx, r.Checkpoints, r.Name)
 	if err != nil {
 		return err
@@ -62,24 +71,16 @@ func (r *Runner) Run(ctx context.Context) error {
 	// Earlier builds fed the projection from a durable consumer of the
 	// same name; it is dropped (the projection starts over once, without a
 	// checkpoint, and ignores what it applied by sequence).
-	if err := r.Stream.DeleteConsumer(ctx, r.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := r.Stream.DeleteConsumer(ctx, r.Name); err != nil {
 		r.Log.Warn().Err(err).Str("consumer", r.Name).Msg("projection: the legacy durable consumer could not be deleted")
 	}
 	// Events stored before this run may have been applied by an earlier one
 	// (after the checkpoint, before a crash); newer ones are new.
-	info, err := r.Stream.Info(ctx)
+	state, err := r.Stream.State(ctx)
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", r.Name, err)
 	}
-	before := info.State.LastSeq
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: r.Filters, DeliverPolicy: jetstream.DeliverAllPolicy}
-	if pos > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, pos+1
-	}
-	cons, err := r.Stream.OrderedConsumer(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("consumer %s: %w", r.Name, err)
-	}
+	before := state.LastSeq
 	size := r.Batch
 	if size <= 0 {
 		size = 1024
@@ -87,22 +88,22 @@ func (r *Runner) Run(ctx context.Context) error {
 	// Events are decoded on the consumer's delivery goroutine, so decoding
 	// and applying run side by side.
 	in := make(chan delivered, 2*size)
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
+	cc, err := r.Stream.Ordered(ctx, r.Filters, pos, size, func(msg eventstore.Message) {
 		d := r.decode(msg, before)
 		select {
 		case in <- d:
 		case <-ctx.Done():
 		}
-	}, jetstream.PullMaxMessages(size), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	}, func(err error) {
 		r.Log.Debug().Err(err).Str("consumer", r.Name).Msg("projection: consumer restarted")
-	}))
+	})
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", r.Name, err)
 	}
 	defer cc.Stop()
-	// The checkpoint is written at most every checkpointEvery, and when
-	// the runner stops: a checkpoint that lags only replays a few events
-	// the projections ignore by sequence.
+	// The checkpoint is written at most every checkpointEvery, once the
+	// stream is idle, and when the runner stops: a checkpoint that lags only
+	// replays a few events the projections ignore by sequence.
 	var saved, applied uint64 = pos, pos
 	var savedAt time.Time
 	save := func(ctx context.Context) {
@@ -120,6 +121,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		defer cancel()
 		save(ctx)
 	}()
+	idle := time.NewTimer(checkpointEvery)
+	defer idle.Stop()
 	recs := make([]events.Record, 0, size)
 	for {
 		recs = recs[:0]
@@ -132,9 +135,19 @@ func (r *Runner) Run(ctx context.Context) error {
 			recs = append(recs, d.rec)
 			return true
 		}
+		// An applied batch whose checkpoint is not written yet is
+		// written when no event comes for checkpointEvery.
+		var idleC <-chan time.Time
+		if applied != saved {
+			idle.Reset(checkpointEvery)
+			idleC = idle.C
+		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-idleC:
+			save(ctx)
+			continue
 		case d := <-in:
 			take(d)
 		}
@@ -172,7 +185,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			// bytes) is never skipped: the read model would silently
 			// diverge. The projection stops here until a build that reads
 			// it runs.
-			r.Log.Error().Str("consumer", r.Name).Str("subject", stuck.msg.Subject()).
+			r.Log.Error().Str("consumer", r.Name).Str("subject", stuck.msg.Subject).
 				Msg("projection stopped at an event it cannot decode; run a build that knows it")
 			<-ctx.Done()
 			return nil
@@ -182,25 +195,25 @@ func (r *Runner) Run(ctx context.Context) error {
 
 // Checkpoint returns the sequence of the last event the projection name
 // applied; 0 when it has applied none.
-func Checkpoint(ctx context.Context, kv jetstream.KeyValue, name string) (uint64, error) {
+func Checkpoint(ctx context.Context, kv *eventstore.Bucket, name string) (uint64, error) {
 	e, err := kv.Get(ctx, name)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	if errors.Is(err, eventstore.ErrNotFound) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("checkpoint %s: %w", name, err)
 	}
-	seq, err := strconv.ParseUint(string(e.Value()), 10, 64)
+	seq, err := strconv.ParseUint(string(e.Value), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("checkpoint %s: %q is not a sequence", name, e.Value())
+		return 0, fmt.Errorf("checkpoint %s: %q is not a sequence", name, e.Value)
 	}
 	return seq, nil
 }
 
 // Rewind forgets a projection's checkpoint so it starts over from the first
 // event, as a rebuild needs.
-func Rewind(ctx context.Context, kv jetstream.KeyValue, name string) error {
-	if err := kv.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+func Rewind(ctx context.Context, kv *eventstore.Bucket, name string) error {
+	if err := kv.Delete(ctx, name, 0); err != nil {
 		return fmt.Errorf("rewind %s: %w", name, err)
 	}
 	return nil
@@ -209,19 +222,15 @@ func Rewind(ctx context.Context, kv jetstream.KeyValue, name string) error {
 // delivered is one message and its event; ok is false for a message whose
 // event could not be decoded, which is logged and left out.
 type delivered struct {
-	msg jetstream.Msg
+	msg eventstore.Message
 	rec events.Record
 	ok  bool
 }
 
-func (r *Runner) decode(msg jetstream.Msg, before uint64) delivered {
-	meta, err := msg.Metadata()
+func (r *Runner) decode(msg eventstore.Message, before uint64) delivered {
+	rec, err := msg.Record()
 	if err != nil {
-		return delivered{msg: msg}
-	}
-	rec, err := events.Decode(meta.Sequence.Stream, msg.Data())
-	if err != nil {
-		r.Log.Error().Err(err).Str("consumer", r.Name).Uint64("seq", meta.Sequence.Stream).Msg("projection: undecodable event")
+		r.Log.Error().Err(err).Str("consumer", r.Name).Uint64("seq", msg.Seq).Msg("projection: undecodable event")
 		return delivered{msg: msg}
 	}
 	rec.Replayed = rec.Seq <= before

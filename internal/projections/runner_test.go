@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -54,9 +55,11 @@ func appendProgress(t *testing.T, store *eventstore.Store, n int) uint64 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if seq, _, err = store.Append(context.Background(), env, nil); err != nil {
+		app, err := store.Append(context.Background(), env, nil)
+		if err != nil {
 			t.Fatal(err)
 		}
+		seq = app.Seq
 	}
 	return seq
 }
@@ -80,13 +83,7 @@ func run(t *testing.T, store *eventstore.Store, a *applied) (stop func()) {
 
 func waitApplied(t *testing.T, a *applied, seq uint64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for a.last() < seq {
-		if time.Now().After(deadline) {
-			t.Fatalf("applied up to %d, want %d", a.last(), seq)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	storetest.WaitFor(t, 30*time.Second, fmt.Sprintf("the runner to apply up to %d", seq), func() bool { return a.last() >= seq })
 }
 
 // wantSeqs checks that a saw exactly from..to, each once, in order.
@@ -192,7 +189,7 @@ func TestQueryStatusRetryStartsFromTheCachedDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	revised := []events.Record{rec(events.ModelRevised{Model: a, Round: 2, Answer: "A2"})}
-	if err := store.JS.DeleteKeyValue(ctx, eventstore.BucketQueryStatus); err != nil {
+	if err := storetest.JetStream(t, store).DeleteKeyValue(ctx, eventstore.BucketQueryStatus); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.HandleBatch(ctx, revised); err == nil {

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 )
@@ -20,12 +18,15 @@ type QueryStatus struct {
 	Store *eventstore.Store
 
 	cache map[string]*QueryDoc // used by the runner's goroutine only
+	run   any                  // the run the cache was filled in
 }
 
 // HandleBatch applies query events in stream order.
 func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) error {
-	if p.cache == nil {
-		p.cache = map[string]*QueryDoc{}
+	if run := runOf(ctx); p.cache == nil || run != p.run {
+		// Another process may have run the projection since this run's
+		// predecessor filled the cache: the stored documents are the truth.
+		p.cache, p.run = map[string]*QueryDoc{}, run
 	}
 	changed := map[string]*QueryDoc{}
 	var order []string
@@ -54,7 +55,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 		}
 		entries = append(entries, eventstore.Entry{Key: id, Value: data})
 	}
-	if err := p.Store.PutAll(ctx, eventstore.BucketQueryStatus, entries); err != nil {
+	if err := p.Store.QueryStatus.PutAll(ctx, entries); err != nil {
 		return err
 	}
 	for _, id := range order {
@@ -79,7 +80,7 @@ func (p *QueryStatus) load(ctx context.Context, id string, r events.Record) (*Qu
 	if _, first := r.Event.(events.QuerySubmitted); first && !r.Replayed {
 		return doc, nil
 	}
-	raw, err := p.Store.GetLatest(ctx, eventstore.BucketQueryStatus, id)
+	raw, err := p.Store.QueryStatus.GetLatest(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -125,12 +126,12 @@ type Keys struct {
 
 // get reads a key's state as this projection last wrote it (from the
 // bucket's leader); nil when unknown.
-func (p *Keys) get(ctx context.Context, fingerprint string) (*events.Key, error) {
-	raw, err := p.Store.GetLatest(ctx, eventstore.BucketKeys, fingerprint)
+func (p *Keys) get(ctx context.Context, fingerprint string) (*KeyDoc, error) {
+	raw, err := p.Store.Keys.GetLatest(ctx, fingerprint)
 	if err != nil || raw == nil {
 		return nil, err
 	}
-	var k events.Key
+	var k KeyDoc
 	if err := json.Unmarshal(raw, &k); err != nil {
 		return nil, fmt.Errorf("decode key %s: %w", fingerprint, err)
 	}
@@ -161,7 +162,7 @@ func (p *Keys) Handle(ctx context.Context, r events.Record) error {
 				return err
 			}
 		}
-		k := events.Key{
+		k := KeyDoc{
 			Fingerprint: e.Fingerprint, AccountID: events.AggregateID(r.Envelope.Subject), Name: e.Name,
 			SecretHash: e.SecretHash, State: events.StateActive, CreatedAt: r.Envelope.Time, Seq: r.Seq,
 		}
@@ -178,12 +179,14 @@ func (p *Keys) Handle(ctx context.Context, r events.Record) error {
 		if k == nil || r.Seq <= k.Seq {
 			return nil
 		}
-		events.ApplyKeyChange(k, ch, r.Seq)
-		return p.put(ctx, k)
+		key := k.key()
+		events.ApplyKeyChange(key, ch, r.Seq)
+		doc := KeyDocOf(key)
+		return p.put(ctx, &doc)
 	}
 }
 
-func (p *Keys) put(ctx context.Context, k *events.Key) error {
+func (p *Keys) put(ctx context.Context, k *KeyDoc) error {
 	data, err := json.Marshal(k)
 	if err != nil {
 		return err
@@ -195,16 +198,16 @@ func (p *Keys) put(ctx context.Context, k *events.Key) error {
 }
 
 // GetKey reads one key's projected state; nil when the key is unknown.
-func GetKey(ctx context.Context, kv jetstream.KeyValue, fingerprint string) (*events.Key, error) {
+func GetKey(ctx context.Context, kv *eventstore.Bucket, fingerprint string) (*KeyDoc, error) {
 	entry, err := kv.Get(ctx, fingerprint)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	if errors.Is(err, eventstore.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get key %s: %w", fingerprint, err)
 	}
-	var k events.Key
-	if err := json.Unmarshal(entry.Value(), &k); err != nil {
+	var k KeyDoc
+	if err := json.Unmarshal(entry.Value, &k); err != nil {
 		return nil, fmt.Errorf("decode key %s: %w", fingerprint, err)
 	}
 	return &k, nil

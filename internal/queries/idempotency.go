@@ -5,13 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"time"
 	"unicode/utf8"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
 )
 
 // MaxIdempotencyKeyLen is the longest Idempotency-Key accepted (spec section 8).
@@ -52,43 +50,37 @@ func ValidateIdempotencyKey(k string) error {
 func (s *Service) bind(ctx context.Context, fingerprint, idempotencyKey, bodyHash, fresh string) (string, uint64, error) {
 	key := ClaimKey(fingerprint, idempotencyKey)
 	want, _ := json.Marshal(claim{RequestID: fresh, BodyHash: bodyHash, At: s.Now().UTC()})
-	for {
-		rev, err := s.Store.Idempotency.Create(ctx, key, want)
-		if err == nil {
-			return fresh, rev, nil
+	var bound *claim
+	entry, err := s.Store.Idempotency.Change(ctx, key, &eventstore.Entry{Key: key}, func(cur eventstore.Entry, _ bool) ([]byte, error) {
+		bound = nil
+		if cur.Revision == 0 {
+			return want, nil // the first writer wins
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return "", 0, unavailable(err)
+		var c claim
+		if err := json.Unmarshal(cur.Value, &c); err != nil {
+			return nil, err
 		}
-		entry, err := s.Store.Idempotency.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
+		if s.Now().Sub(c.At) >= IdempotencyWindow {
+			return want, nil // rule 3: an expired key starts a new submission
 		}
-		if err != nil {
-			return "", 0, unavailable(err)
-		}
-		var cur claim
-		if err := json.Unmarshal(entry.Value(), &cur); err != nil {
-			return "", 0, err
-		}
-		if s.Now().Sub(cur.At) >= IdempotencyWindow {
-			// Rule 3: an expired key starts a new submission.
-			if rev, err := s.Store.Idempotency.Update(ctx, key, want, entry.Revision()); err == nil {
-				return fresh, rev, nil
-			}
-			continue
-		}
-		if cur.BodyHash != bodyHash {
-			e := apperr.New(apperr.IdempotencyConflict, "this Idempotency-Key was used with a different request body in the last 24 hours (request %s)", cur.RequestID)
-			e.RequestID = cur.RequestID
-			return "", 0, e
-		}
-		return cur.RequestID, 0, nil
+		bound = &c
+		return nil, nil
+	})
+	switch {
+	case err != nil:
+		return "", 0, err
+	case bound == nil:
+		return fresh, entry.Revision, nil
+	case bound.BodyHash != bodyHash:
+		e := apperr.New(apperr.IdempotencyConflict, "this Idempotency-Key was used with a different request body in the last 24 hours (request %s)", bound.RequestID)
+		e.RequestID = bound.RequestID
+		return "", 0, e
 	}
+	return bound.RequestID, 0, nil
 }
 
 // unbind removes a binding this request made, if nothing changed it since:
 // a submission refused for good (429, 402) does not use up its key.
 func (s *Service) unbind(ctx context.Context, fingerprint, idempotencyKey string, rev uint64) {
-	_ = s.Store.Idempotency.Delete(ctx, ClaimKey(fingerprint, idempotencyKey), jetstream.LastRevision(rev))
+	_ = s.Store.Idempotency.Delete(ctx, ClaimKey(fingerprint, idempotencyKey), rev)
 }

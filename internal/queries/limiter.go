@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/lru"
 )
 
 // InflightLimit is the number of in-flight queries one API key may have (spec
@@ -41,20 +41,23 @@ func (s *slots) has(id string) bool {
 	return slices.ContainsFunc(s.Requests, func(x slot) bool { return x.ID == id })
 }
 
+// CachedKeys bounds the keys whose slot sets a process keeps in memory; the
+// least recently used is forgotten first, and read again from the bucket
+// when next needed.
+const CachedKeys = 10000
+
 // keySlots is this process's view of one key's slot set. Its mutex
 // serialises the process's own changes to the key, so they do not race each
 // other for the compare-and-set; other processes are still seen through it.
 type keySlots struct {
 	mu     sync.Mutex
-	cur    *slots
-	rev    uint64
-	fresh  bool // cur and rev were read or written by this process last
+	entry  *eventstore.Entry // as this process read or wrote it last; nil: read it
 	healed time.Time
 }
 
 func (s *Service) keySlots(fingerprint string) *keySlots {
-	v, _ := s.slots.LoadOrStore(fingerprint, &keySlots{})
-	return v.(*keySlots)
+	s.init.Do(func() { s.slots = lru.New[string, *keySlots](CachedKeys) })
+	return s.slots.GetOrAdd(fingerprint, func() *keySlots { return &keySlots{} })
 }
 
 // acquire takes an in-flight slot of the key for request id, exactly: the
@@ -68,7 +71,7 @@ func (s *Service) acquire(ctx context.Context, fingerprint, id string) error {
 		}
 		if len(cur.Requests) >= s.limit() {
 			if !reloaded {
-				return nil, errStale // another process may have freed a slot
+				return nil, eventstore.ErrStale // another process may have freed a slot
 			}
 			healed, err := s.heal(ctx, fingerprint, cur)
 			if err != nil {
@@ -96,7 +99,7 @@ func (s *Service) Release(ctx context.Context, fingerprint, id string) error {
 	return s.changeSlots(ctx, fingerprint, func(cur *slots, reloaded bool) (*slots, error) {
 		if !cur.has(id) {
 			if !reloaded {
-				return nil, errStale
+				return nil, eventstore.ErrStale
 			}
 			return nil, nil
 		}
@@ -105,45 +108,37 @@ func (s *Service) Release(ctx context.Context, fingerprint, id string) error {
 	})
 }
 
-// errStale asks changeSlots to decide again on a freshly read slot set.
-var errStale = errors.New("slot set may be stale")
-
-// changeSlots is the one compare-and-set path of a key's slot set: decide
-// gets the set (reloaded says whether it was just read from the bucket) and
-// returns the next set, nil for no change, or errStale to decide again on a
-// fresh read. A lost compare-and-set reloads and decides again.
+// changeSlots changes a key's slot set through the bucket's compare-and-set,
+// starting from the set as this process last saw it: decide gets the set
+// (reloaded says whether it was just read from the bucket) and returns the
+// next set, nil for no change, or eventstore.ErrStale to decide again on a
+// fresh read.
 func (s *Service) changeSlots(ctx context.Context, fingerprint string, decide func(cur *slots, reloaded bool) (*slots, error)) error {
 	ks := s.keySlots(fingerprint)
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	for {
-		reloaded := false
-		if !ks.fresh {
-			cur, rev, err := s.loadSlots(ctx, fingerprint)
-			if err != nil {
-				return err
+	var refused error
+	entry, err := s.Store.Inflight.Change(ctx, fingerprint, ks.entry, func(cur eventstore.Entry, fresh bool) ([]byte, error) {
+		set := &slots{}
+		if cur.Revision != 0 {
+			if err := json.Unmarshal(cur.Value, set); err != nil {
+				return nil, err
 			}
-			ks.cur, ks.rev, ks.fresh, reloaded = cur, rev, true, true
 		}
-		next, err := decide(ks.cur, reloaded)
-		if errors.Is(err, errStale) {
-			ks.fresh = false
-			continue
-		}
+		next, err := decide(set, fresh)
 		if err != nil || next == nil {
-			return err
+			refused = err
+			return nil, err
 		}
-		rev, ok, err := s.storeSlots(ctx, fingerprint, next, ks.rev)
-		if err != nil {
-			ks.fresh = false
-			return err
-		}
-		if !ok {
-			ks.fresh = false
-			continue
-		}
-		ks.cur, ks.rev = next, rev
+		return json.Marshal(next)
+	})
+	switch {
+	case err == nil, refused != nil && errors.Is(err, refused) && !errors.Is(err, eventstore.ErrUnavailable):
+		ks.entry = &entry // a decision on a known set: the set stays known
+	default:
+		ks.entry = nil
 	}
+	return err
 }
 
 func (s *Service) limit() int {
@@ -151,47 +146,6 @@ func (s *Service) limit() int {
 		return s.Limit
 	}
 	return InflightLimit
-}
-
-func (s *Service) loadSlots(ctx context.Context, fingerprint string) (*slots, uint64, error) {
-	entry, err := s.Store.Inflight.Get(ctx, fingerprint)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return &slots{}, 0, nil
-	}
-	if err != nil {
-		return nil, 0, unavailable(err)
-	}
-	var cur slots
-	if err := json.Unmarshal(entry.Value(), &cur); err != nil {
-		return nil, 0, err
-	}
-	return &cur, entry.Revision(), nil
-}
-
-// storeSlots writes the set if it is still at rev and returns the new
-// revision; false means another writer came first and the caller must reload.
-func (s *Service) storeSlots(ctx context.Context, fingerprint string, cur *slots, rev uint64) (uint64, bool, error) {
-	data, err := json.Marshal(cur)
-	if err != nil {
-		return 0, false, err
-	}
-	var next uint64
-	if rev == 0 {
-		next, err = s.Store.Inflight.Create(ctx, fingerprint, data)
-	} else {
-		next, err = s.Store.Inflight.Update(ctx, fingerprint, data, rev)
-	}
-	switch {
-	case err == nil:
-		return next, true, nil
-	case errors.Is(err, jetstream.ErrKeyExists):
-		return 0, false, nil
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-		return 0, false, nil
-	}
-	return 0, false, unavailable(err)
 }
 
 // heal drops the slots of a full key that no longer hold a query in flight:
@@ -222,7 +176,7 @@ func (s *Service) inFlight(ctx context.Context, sl slot) (bool, error) {
 	for _, name := range events.TerminalEvents {
 		rec, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, sl.ID, name))
 		if err != nil {
-			return false, unavailable(err)
+			return false, err
 		}
 		if rec != nil {
 			return false, nil
@@ -233,25 +187,7 @@ func (s *Service) inFlight(ctx context.Context, sl slot) (bool, error) {
 	}
 	sub, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, sl.ID, events.QuerySubmitted{}.EventName()))
 	if err != nil {
-		return false, unavailable(err)
+		return false, err
 	}
 	return sub != nil, nil
-}
-
-func unavailableOr(err error) error {
-	if err == nil {
-		return nil
-	}
-	return unavailable(err)
-}
-
-func unavailable(err error) error {
-	var ae *apperr.Error
-	if errors.As(err, &ae) {
-		return ae
-	}
-	if errors.Is(err, context.Canceled) {
-		return err
-	}
-	return &apperr.Error{Code: apperr.ServiceRestarting, Message: "the event store is unavailable; resubmit with the same Idempotency-Key", RetryAfter: 1}
 }

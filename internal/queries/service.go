@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/crosscheck/crosscheck/internal/accounts"
@@ -16,6 +15,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/lru"
 	"github.com/crosscheck/crosscheck/internal/pricing"
 	"github.com/crosscheck/crosscheck/internal/projections"
 )
@@ -45,7 +45,8 @@ type Service struct {
 	Limit int
 	Now   func() time.Time
 
-	slots sync.Map // fingerprint → *keySlots
+	init  sync.Once
+	slots *lru.Cache[string, *keySlots] // by fingerprint
 	done  finished
 }
 
@@ -101,7 +102,7 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 			requestID = bound
 			rec, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, requestID, events.QuerySubmitted{}.EventName()))
 			if err != nil {
-				return Submission{}, unavailable(err)
+				return Submission{}, err
 			}
 			if rec != nil {
 				return Submission{RequestID: requestID, Status: s.status(ctx, requestID), Replayed: true}, nil
@@ -133,9 +134,9 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	// The submitted event's id is the request id's ULID, so identical
 	// concurrent retries are one publish to the server's dedup.
 	env.ID = strings.TrimPrefix(requestID, "req_")
-	_, dup, err := s.Store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, requestID), Seq: 0})
+	app, err := s.Store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, requestID), Seq: 0})
 	switch {
-	case errors.Is(err, eventstore.ErrConflict) || (err == nil && dup):
+	case errors.Is(err, eventstore.ErrConflict) || (err == nil && app.Duplicate):
 		return Submission{RequestID: requestID, Status: s.status(ctx, requestID), Replayed: true}, nil
 	case err != nil:
 		// The append may have landed although it failed: its outcome is
@@ -143,7 +144,7 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 		// landed they are its own; if not, a retry with the same key finishes
 		// it, or they heal (the slot when the key is full, the reservation
 		// when the account would be refused).
-		return Submission{}, unavailable(err)
+		return Submission{}, err
 	}
 	return Submission{RequestID: requestID, Status: events.StatusQueued}, nil
 }
@@ -215,7 +216,7 @@ func (s *Service) read(ctx context.Context, id string) (json.RawMessage, string,
 	entry, err := s.Store.QueryStatus.Get(ctx, id)
 	switch {
 	case err == nil:
-		doc, err := projections.ParseStored(entry.Value())
+		doc, err := projections.ParseStored(entry.Value)
 		if err != nil {
 			return nil, "", err
 		}
@@ -223,12 +224,12 @@ func (s *Service) read(ctx context.Context, id string) (json.RawMessage, string,
 			s.done.put(id, doc.AccountID, doc.Result)
 		}
 		return doc.Result, doc.AccountID, nil
-	case !errors.Is(err, jetstream.ErrKeyNotFound):
-		return nil, "", unavailable(err)
+	case !errors.Is(err, eventstore.ErrNotFound):
+		return nil, "", err
 	}
 	_, recs, err := s.Store.LoadQuery(ctx, id)
 	if err != nil {
-		return nil, "", unavailable(err)
+		return nil, "", err
 	}
 	if len(recs) == 0 {
 		return nil, "", nil

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
@@ -35,7 +34,7 @@ func submitJob(t *testing.T, store *eventstore.Store, id string) {
 	t.Helper()
 	env, _ := events.Wrap(events.AggregateQuery, id, events.QuerySubmitted{RequestID: id, AccountID: "acct_x", KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "p",
 		Models: []events.ModelRef{{Provider: "provider_a", ModelID: "m"}}}, time.Now())
-	if _, _, err := store.Append(context.Background(), env, nil); err != nil {
+	if _, err := store.Append(context.Background(), env, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -57,16 +56,14 @@ func runWorker(t *testing.T, w *Worker) {
 // ended waits until query id has its terminal event and returns it.
 func ended(t *testing.T, store *eventstore.Store, id string) (*events.Query, map[string]int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		q, recs, err := store.LoadQuery(context.Background(), id)
-		if err == nil && q.Terminal() {
-			return q, countTypes(recs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("query %s did not end", id)
-	return nil, nil
+	var q *events.Query
+	var recs []events.Record
+	storetest.WaitFor(t, 30*time.Second, "query "+id+" to end", func() bool {
+		var err error
+		q, recs, err = store.LoadQuery(context.Background(), id)
+		return err == nil && q.Terminal()
+	})
+	return q, countTypes(recs)
 }
 
 // countTypes counts records by event type.
@@ -124,7 +121,7 @@ func TestFailingJobEndsAfterMaxFailures(t *testing.T) {
 	if released != 1 {
 		t.Fatalf("%d releases, want 1", released)
 	}
-	cons, err := store.Queries.Consumer(context.Background(), ConsumerName)
+	cons, err := storetest.JetStream(t, store).Consumer(context.Background(), eventstore.StreamQueries, ConsumerName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,18 +164,18 @@ func TestFailureOfAWorkerThatLostTheJobIsNotRecorded(t *testing.T) {
 	}
 	// The other worker appends after the last event this one knew.
 	env, _ := events.Wrap(events.AggregateQuery, id, events.QueryStarted{}, time.Now())
-	if _, _, err := store.Append(context.Background(), env, nil); err != nil {
+	if _, err := store.Append(context.Background(), env, nil); err != nil {
 		t.Fatal(err)
 	}
 	w := newTestWorker(store, nil, &fakeLedger{debits: map[string]int{}})
 	w.MaxFailures = 1
-	cons, err := store.Queries.CreateOrUpdateConsumer(context.Background(), jetstream.ConsumerConfig{Durable: "test", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "ev.query.*.submitted"})
+	jobs, err := store.Jobs(context.Background(), eventstore.JobsConfig{AckWait: time.Minute, MaxDeliver: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := cons.Next()
-	if err != nil {
-		t.Fatal(err)
+	var msg *eventstore.Job
+	if err := jobs.Fetch(context.Background(), 1, func(j *eventstore.Job) { msg = j }); err != nil || msg == nil {
+		t.Fatalf("fetch the job: %v", err)
 	}
 	w.failed(context.Background(), msg, id, q.LastSeq, errors.New("a step failed"))
 	after, recs, _ := store.LoadQuery(context.Background(), id)
@@ -235,7 +232,7 @@ func TestPanicInAModelCallIsAFailedAttempt(t *testing.T) {
 	id := "req_01M80000000000000000000007"
 	env, _ := events.Wrap(events.AggregateQuery, id, events.QuerySubmitted{RequestID: id, AccountID: "acct_x", KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "p",
 		Models: []events.ModelRef{{Provider: "provider_a", ModelID: "m"}, {Provider: "provider_b", ModelID: "m"}}}, time.Now())
-	if _, _, err := store.Append(context.Background(), env, nil); err != nil {
+	if _, err := store.Append(context.Background(), env, nil); err != nil {
 		t.Fatal(err)
 	}
 	runWorker(t, w)
@@ -299,19 +296,17 @@ func TestJobWhoseWorkersDieEndsAsFailed(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = w.Run(ctx) }()
-		deadline := time.Now().Add(30 * time.Second)
-		for runs.Load() < int64(i+1) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if runs.Load() < int64(i+1) {
-			t.Fatalf("delivery %d never came", i+1)
-		}
-		stores[i].NC.Close()
+		storetest.WaitFor(t, 30*time.Second, fmt.Sprintf("delivery %d", i+1), func() bool { return runs.Load() >= int64(i+1) })
+		stores[i].Conn().Close()
 		cancel()
 		<-done
 	}
-	// No worker runs while the last delivery's ack wait ends.
-	time.Sleep(2 * time.Second)
+	// No worker runs while the last delivery's ack wait ends and JetStream
+	// gives the job up.
+	storetest.WaitFor(t, 30*time.Second, "the advisory of the exhausted job", func() bool {
+		st, err := stores[2].Exhausted.State(context.Background())
+		return err == nil && st.Msgs > 0
+	})
 	w := newTestWorker(stores[2], hang, led)
 	w.MaxDeliver = 2
 	runWorker(t, w)
@@ -356,13 +351,7 @@ func TestWorkersShareTheQueueWithinTheirOwnLimits(t *testing.T) {
 		submitJob(t, stores[2], id)
 		ids = append(ids, id)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for total.Load() < 4 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if total.Load() < 4 {
-		t.Fatalf("%d jobs started; want 4 (two workers × MaxJobs 2)", total.Load())
-	}
+	storetest.WaitFor(t, 30*time.Second, "4 jobs to start (two workers × MaxJobs 2)", func() bool { return total.Load() >= 4 })
 	close(release)
 	for _, id := range ids {
 		if q, _ := ended(t, stores[2], id); q.Status != events.StatusCompleted {

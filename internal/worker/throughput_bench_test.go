@@ -28,7 +28,7 @@ func (instantMode) Run(context.Context, *events.Query, modes.Emit) (events.Event
 func BenchmarkWorkerJobs(b *testing.B) {
 	store := storetest.Open(b)
 	var done atomic.Int64
-	sub, err := store.NC.Subscribe("ev.query.*.completed", func(*nats.Msg) { done.Add(1) })
+	sub, err := store.Conn().Subscribe("ev.query.*.completed", func(*nats.Msg) { done.Add(1) })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func BenchmarkWorkerJobs(b *testing.B) {
 				id := fmt.Sprintf("req_BENCH%021d", i)
 				env, _ := events.Wrap(events.AggregateQuery, id, events.QuerySubmitted{RequestID: id, AccountID: "acct_x", Mode: "unify", Prompt: "p",
 					Models: []events.ModelRef{{Provider: "provider_a", ModelID: "m"}}}, time.Now())
-				if _, _, err := store.Append(context.Background(), env, nil); err != nil {
+				if _, err := store.Append(context.Background(), env, nil); err != nil {
 					b.Error(err)
 					return
 				}
@@ -60,12 +60,6 @@ func BenchmarkWorkerJobs(b *testing.B) {
 		})
 	}
 	wg.Wait()
-	deadline := time.Now().Add(2 * time.Minute)
-	for done.Load() < int64(b.N) && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if done.Load() < int64(b.N) {
-		b.Fatalf("%d of %d jobs ended", done.Load(), b.N)
-	}
+	storetest.WaitFor(b, 2*time.Minute, fmt.Sprintf("%d jobs to end", b.N), func() bool { return done.Load() >= int64(b.N) })
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }

@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
@@ -30,10 +29,6 @@ import (
 // ConsumerName is the workers' durable consumer. It is persistent state:
 // never rename it.
 const ConsumerName = eventstore.ConsumerJobs
-
-// exhaustedConsumer is the workers' durable consumer of the advisories of
-// jobs JetStream stopped delivering.
-const exhaustedConsumer = "worker_exhausted"
 
 // Mode runs one query from its recorded events to its end and returns the
 // terminal event for the worker to append.
@@ -130,17 +125,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	// the in-progress keep-alive. MaxAckPending is left to the workers: each
 	// pulls only what it has room for, so any number of them share the
 	// consumer and every one is bounded by its own MaxJobs.
-	cons, err := w.Store.Queries.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       ConsumerName,
-		FilterSubject: "ev." + events.AggregateQuery + ".*." + events.QuerySubmitted{}.EventName(),
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       w.AckWait,
-		MaxDeliver:    w.maxDeliver(),
-		MaxAckPending: -1,
-	})
+	cons, err := w.Store.Jobs(ctx, eventstore.JobsConfig{AckWait: w.AckWait, MaxDeliver: w.maxDeliver()})
 	if err != nil {
-		return fmt.Errorf("consumer %s: %w", ConsumerName, err)
+		return err
 	}
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelJobs()
@@ -158,29 +145,20 @@ func (w *Worker) Run(ctx context.Context) error {
 			continue
 		}
 		room := 1 + take(slots, min(w.MaxJobs, fetchBatch)-1)
-		batch, err := cons.Fetch(room, jetstream.FetchContext(ctx))
-		if err != nil {
-			release(slots, room)
-			if ctx.Err() == nil {
-				w.Log.Warn().Err(err).Msg("worker: fetch")
-				sleep(ctx, time.Second)
-			}
-			continue
-		}
-		for msg := range batch.Messages() {
+		err := cons.Fetch(ctx, room, func(job *eventstore.Job) {
 			if ctx.Err() != nil {
 				// Came in as the worker stops: hand it back at once.
-				_ = msg.Nak()
-				continue
+				job.Nak()
+				return
 			}
 			room--
 			jobs.Go(func() {
 				defer func() { <-slots }()
-				w.handle(jobCtx, msg)
+				w.handle(jobCtx, job)
 			})
-		}
+		})
 		release(slots, room)
-		if err := batch.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+		if err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 			w.Log.Warn().Err(err).Msg("worker: fetch")
 			sleep(ctx, time.Second)
 		}
@@ -229,21 +207,21 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
-	id := events.AggregateID(msg.Subject())
+func (w *Worker) handle(ctx context.Context, msg *eventstore.Job) {
+	id := events.AggregateID(msg.Message().Subject)
 	stop := keepAlive(msg, max(w.AckWait/3, 100*time.Millisecond))
 	defer stop()
 	var a attempt
 	err := w.runSafely(ctx, id, firstDelivery(msg), nil, &a)
 	switch {
 	case err == nil:
-		_ = msg.Ack()
+		msg.Ack()
 	case errors.Is(err, errYield):
 		w.Log.Info().Str("request_id", id).Msg("worker: another worker is running this query; handing it back")
-		_ = msg.NakWithDelay(w.AckWait)
+		msg.NakWithDelay(w.AckWait)
 	case ctx.Err() != nil:
 		// Shutting down: hand the job back at once.
-		_ = msg.Nak()
+		msg.Nak()
 	default:
 		w.failed(ctx, msg, id, a.last(), err)
 	}
@@ -256,20 +234,17 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 // count against it. What is not counted is retried: a failure of the event
 // store (an outage does not fail queries), a run whose query has settled, a
 // run that never loaded its query.
-func (w *Worker) failed(ctx context.Context, msg jetstream.Msg, id string, known uint64, err error) {
+func (w *Worker) failed(ctx context.Context, msg *eventstore.Job, id string, known uint64, err error) {
 	log := w.Log.With().Str("request_id", id).Err(err).Logger()
-	delivered := 1
-	if meta, merr := msg.Metadata(); merr == nil {
-		delivered = int(meta.NumDelivered)
-	}
+	delivered := msg.Delivered()
 	q, _, lerr := w.Store.LoadQuery(ctx, id)
 	switch {
 	case lerr == nil && q.Terminal():
-		_ = msg.Ack()
+		msg.Ack()
 		return
 	case lerr != nil || q.Submitted == nil || q.Settled != nil || known == 0 || unavailable(err):
 		log.Warn().AnErr("load", lerr).Msg("worker: job failed; it will be redelivered")
-		_ = msg.NakWithDelay(w.backoff(delivered))
+		msg.NakWithDelay(w.backoff(delivered))
 		return
 	}
 	n := q.FailedAttempts + 1
@@ -280,27 +255,27 @@ func (w *Worker) failed(ctx context.Context, msg jetstream.Msg, id string, known
 	}
 	env, werr := events.Wrap(events.AggregateQuery, id, ev, w.Now())
 	if werr == nil {
-		_, _, werr = w.Store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, id), Seq: known})
+		_, werr = w.Store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, id), Seq: known})
 	}
 	switch {
 	case errors.Is(werr, eventstore.ErrConflict):
 		log.Info().Msg("worker: job failed after another worker took it over; leaving it to that one")
-		_ = msg.NakWithDelay(w.AckWait)
+		msg.NakWithDelay(w.AckWait)
 	case werr != nil:
 		log.Warn().AnErr("record", werr).Msg("worker: job failed and the failure could not be recorded; it will be redelivered")
-		_ = msg.NakWithDelay(w.backoff(delivered))
+		msg.NakWithDelay(w.backoff(delivered))
 	case !last:
 		log.Warn().Int("attempt", n).Dur("retry_in", w.backoff(n)).Msg("worker: job failed; it will be redelivered")
-		_ = msg.NakWithDelay(w.backoff(n))
+		msg.NakWithDelay(w.backoff(n))
 	default:
 		log.Error().Int("attempt", n).Msg("worker: job failed its last attempt; ending it as failed")
 		if gerr := w.giveUp(ctx, id, n); gerr != nil {
 			// The next delivery finds the limit reached and ends it.
 			log.Error().AnErr("end", gerr).Msg("worker: could not end the failed job; it will be redelivered")
-			_ = msg.NakWithDelay(w.backoff(n))
+			msg.NakWithDelay(w.backoff(n))
 			return
 		}
-		_ = msg.Term()
+		msg.Term()
 	}
 }
 
@@ -368,51 +343,39 @@ type maxDeliveriesAdvisory struct {
 // died on each delivery, say). The advisories are kept in their own stream,
 // so none is lost while no worker runs, and one worker takes each; one that
 // cannot be ended yet is tried again.
-func (w *Worker) watchExhausted(ctx, jobCtx context.Context) (jetstream.ConsumeContext, error) {
-	cons, err := w.Store.Exhausted.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:   exhaustedConsumer,
-		AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait:   time.Minute,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("consumer %s: %w", exhaustedConsumer, err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
+func (w *Worker) watchExhausted(ctx, jobCtx context.Context) (*eventstore.Consumption, error) {
+	return w.Store.ConsumeExhausted(ctx, func(m *eventstore.Job) {
 		var adv maxDeliveriesAdvisory
-		if err := json.Unmarshal(m.Data(), &adv); err != nil || adv.StreamSeq == 0 {
-			_ = m.Term()
+		if err := json.Unmarshal(m.Message().Data, &adv); err != nil || adv.StreamSeq == 0 {
+			m.Term()
 			return
 		}
-		raw, err := w.Store.Queries.GetMsg(jobCtx, adv.StreamSeq)
+		raw, err := w.Store.Queries.Message(jobCtx, adv.StreamSeq)
 		if err != nil {
 			w.Log.Error().Err(err).Uint64("seq", adv.StreamSeq).Msg("worker: an exhausted job could not be read")
-			_ = m.NakWithDelay(5 * time.Second)
+			m.NakWithDelay(5 * time.Second)
 			return
 		}
 		id := events.AggregateID(raw.Subject)
 		w.Log.Error().Str("request_id", id).Int("deliveries", adv.Deliveries).Msg("worker: JetStream stopped delivering this job; ending it as failed")
 		if err := w.giveUp(jobCtx, id, adv.Deliveries); err != nil {
 			w.Log.Error().Err(err).Str("request_id", id).Msg("worker: could not end the exhausted job; trying again")
-			_ = m.NakWithDelay(5 * time.Second)
+			m.NakWithDelay(5 * time.Second)
 			return
 		}
-		_ = m.Ack()
+		m.Ack()
 	})
-	if err != nil {
-		return nil, fmt.Errorf("consume %s: %w", exhaustedConsumer, err)
-	}
-	return cc, nil
 }
 
 // keepAlive sends an in-progress ack every interval until stop is called,
 // from a timer rather than a goroutine of its own: a worker holds many jobs.
-func keepAlive(msg jetstream.Msg, interval time.Duration) (stop func()) {
+func keepAlive(msg *eventstore.Job, interval time.Duration) (stop func()) {
 	var mu sync.Mutex
 	stopped := false
 	var t *time.Timer
 	mu.Lock()
 	t = time.AfterFunc(interval, func() {
-		_ = msg.InProgress()
+		msg.InProgress()
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopped {
@@ -431,12 +394,11 @@ func keepAlive(msg jetstream.Msg, interval time.Duration) (stop func()) {
 // firstDelivery returns the record of a submitted event delivered for the
 // first time, or nil. A job no worker has seen has no events but this one,
 // so it needs no load; the first append of its run is conditional on that.
-func firstDelivery(msg jetstream.Msg) *events.Record {
-	meta, err := msg.Metadata()
-	if err != nil || meta.NumDelivered != 1 {
+func firstDelivery(msg *eventstore.Job) *events.Record {
+	if msg.Delivered() != 1 {
 		return nil
 	}
-	rec, err := events.Decode(meta.Sequence.Stream, msg.Data())
+	rec, err := msg.Message().Record()
 	if err != nil {
 		return nil
 	}
@@ -471,7 +433,9 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 		acct := q.Submitted.AccountID
 		em.onCall = func(ctx context.Context, c events.Call) {
 			em.debits.Go(func() {
-				_, _, _ = w.Ledger.Debit(ctx, acct, id, ledger.Charge{CallID: c.ID, Model: c.Model, Usage: c.Usage})
+				if _, _, err := w.Ledger.Debit(ctx, acct, id, ledger.Charge{CallID: c.ID, Model: c.Model, Usage: c.Usage}); err != nil {
+					w.Log.Warn().Err(err).Str("request_id", id).Str("call_id", c.ID).Msg("worker: a model call could not be charged now; the settlement charges it")
+				}
 			})
 		}
 	}
@@ -494,7 +458,9 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 	}
 	if err == nil && w.Finished != nil {
 		// Best effort: a full key heals a slot whose query has ended.
-		_ = w.Finished(ctx, q.Submitted.KeyFingerprint, id)
+		if ferr := w.Finished(ctx, q.Submitted.KeyFingerprint, id); ferr != nil {
+			w.Log.Warn().Err(ferr).Str("request_id", id).Msg("worker: the query ended but its in-flight slot was not freed; it is freed when its key is next full")
+		}
 	}
 	return err
 }
@@ -570,10 +536,10 @@ func (e *emitter) recorded() []events.Record {
 func (e *emitter) append(ctx context.Context, env events.Envelope, ev events.Event) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	seq, _, err := e.store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, e.id), Seq: e.last})
+	app, err := e.store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, e.id), Seq: e.last})
 	if err == nil {
-		e.last = seq
-		e.recs = append(e.recs, events.Record{Seq: seq, Envelope: env, Event: ev})
+		e.last = app.Seq
+		e.recs = append(e.recs, events.Record{Seq: app.Seq, Envelope: env, Event: ev, Raw: app.Data})
 	}
 	return err
 }

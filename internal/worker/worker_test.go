@@ -73,7 +73,7 @@ func TestTwoWorkersOnOneJob(t *testing.T) {
 		models = append(models, events.ModelRef{Provider: k, ModelID: "m"})
 	}
 	env, _ := events.Wrap(events.AggregateQuery, id, events.QuerySubmitted{RequestID: id, AccountID: "acct_x", KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "twice?", Models: models}, time.Now())
-	if _, _, err := store.Append(ctx, env, nil); err != nil {
+	if _, err := store.Append(ctx, env, nil); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -122,7 +122,7 @@ func TestResumeAfterSettlementRunsNothing(t *testing.T) {
 		events.CreditsSettled{ChargedMicros: 0, Failed: &failed},
 	} {
 		env, _ := events.Wrap(events.AggregateQuery, id, ev, time.Now())
-		if _, _, err := store.Append(ctx, env, nil); err != nil {
+		if _, err := store.Append(ctx, env, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

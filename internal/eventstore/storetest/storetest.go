@@ -5,6 +5,9 @@ package storetest
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/crosscheck/crosscheck/internal/embedded"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
@@ -38,4 +41,31 @@ func OpenMany(t testing.TB, n int) []*eventstore.Store {
 		}
 	}
 	return stores
+}
+
+// JetStream returns a JetStream client on store's connection, for a test
+// that reaches past the store (to block a stream, or read a consumer's
+// state).
+func JetStream(t testing.TB, store *eventstore.Store) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(store.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// WaitFor polls cond until it holds, and fails the test with what when it
+// does not hold within d: the way a test waits for an eventual result.
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		<-tick.C
+	}
 }

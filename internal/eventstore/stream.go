@@ -1,0 +1,229 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/crosscheck/crosscheck/internal/events"
+)
+
+// Stream is one stream of the store.
+type Stream struct {
+	name  string
+	s     jetstream.Stream
+	store *Store
+}
+
+// Name returns the stream's name.
+func (st *Stream) Name() string { return st.name }
+
+// State is what a stream holds.
+type State struct {
+	// Msgs is the number of messages stored.
+	Msgs uint64
+	// LastSeq is the sequence of the last message stored; 0 when none ever was.
+	LastSeq uint64
+}
+
+// State reads the stream's state from the server.
+func (st *Stream) State(ctx context.Context) (State, error) {
+	info, err := st.s.Info(ctx)
+	if err != nil {
+		return State{}, classify("info "+st.name, err)
+	}
+	return State{Msgs: info.State.Msgs, LastSeq: info.State.LastSeq}, nil
+}
+
+// Message is one stored message of a stream.
+type Message struct {
+	Seq     uint64
+	Subject string
+	Data    []byte
+}
+
+// Record decodes the message's event.
+func (m Message) Record() (events.Record, error) { return events.Decode(m.Seq, m.Data) }
+
+// Message returns the message at seq, or ErrNotFound.
+func (st *Stream) Message(ctx context.Context, seq uint64) (Message, error) {
+	msg, err := st.s.GetMsg(ctx, seq)
+	if err != nil {
+		return Message{}, classify(fmt.Sprintf("get %s %d", st.name, seq), err)
+	}
+	return Message{Seq: msg.Sequence, Subject: msg.Subject, Data: msg.Data}, nil
+}
+
+// Next returns the first message at or after seq whose subject matches
+// filter, or ErrNotFound.
+func (st *Stream) Next(ctx context.Context, filter string, seq uint64) (Message, error) {
+	msg, err := st.s.GetMsg(ctx, max(seq, 1), jetstream.WithGetMsgSubject(filter))
+	if err != nil {
+		return Message{}, classify("next "+filter, err)
+	}
+	return Message{Seq: msg.Sequence, Subject: msg.Subject, Data: msg.Data}, nil
+}
+
+// DeleteConsumer deletes the consumer name of the stream; deleting one
+// that does not exist succeeds.
+func (st *Stream) DeleteConsumer(ctx context.Context, name string) error {
+	if err := st.s.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return classify("delete consumer "+name, err)
+	}
+	return nil
+}
+
+// Consumption is a running consumer; Stop ends it, and Closed is closed
+// once its handler has returned for the last time.
+type Consumption struct{ cc jetstream.ConsumeContext }
+
+// Stop stops the delivery of messages.
+func (c *Consumption) Stop() { c.cc.Stop() }
+
+// Closed is closed when no handler runs any more after Stop.
+func (c *Consumption) Closed() <-chan struct{} { return c.cc.Closed() }
+
+// Ordered delivers the messages of the stream matching filters to handle,
+// in stream order, from the one after sequence after (0: from the first),
+// through an ordered consumer: the client checks each delivery's sequence
+// and recreates the consumer after the last message it saw on any gap, so
+// a message is never skipped or reordered. Up to batch messages are pulled
+// at a time. handle runs on the consumer's goroutine; onRestart, when set,
+// is told of each error that made the consumer restart.
+func (st *Stream) Ordered(ctx context.Context, filters []string, after uint64, batch int, handle func(Message), onRestart func(error)) (*Consumption, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if after > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
+	}
+	cons, err := st.s.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return nil, classify("ordered consumer "+st.name, err)
+	}
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		m := Message{Subject: msg.Subject(), Data: msg.Data()}
+		if meta, err := msg.Metadata(); err == nil {
+			m.Seq = meta.Sequence.Stream
+		}
+		handle(m)
+	}, jetstream.PullMaxMessages(batch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if onRestart != nil {
+			onRestart(err)
+		}
+	}))
+	if err != nil {
+		return nil, classify("consume "+st.name, err)
+	}
+	return &Consumption{cc: cc}, nil
+}
+
+// Job is one delivery of a durable consumer's message: it is handled once
+// acknowledged, and delivered again when it is not, or not in time.
+type Job struct{ msg jetstream.Msg }
+
+// Message returns the delivered message.
+func (j *Job) Message() Message {
+	m := Message{Subject: j.msg.Subject(), Data: j.msg.Data()}
+	if meta, err := j.msg.Metadata(); err == nil {
+		m.Seq = meta.Sequence.Stream
+	}
+	return m
+}
+
+// Delivered is the number of times the message was delivered, this one
+// included.
+func (j *Job) Delivered() int {
+	meta, err := j.msg.Metadata()
+	if err != nil {
+		return 1
+	}
+	return int(meta.NumDelivered)
+}
+
+// Ack says the message is handled.
+func (j *Job) Ack() { _ = j.msg.Ack() }
+
+// Nak hands the message back for redelivery at once.
+func (j *Job) Nak() { _ = j.msg.Nak() }
+
+// NakWithDelay hands the message back for redelivery after d.
+func (j *Job) NakWithDelay(d time.Duration) { _ = j.msg.NakWithDelay(d) }
+
+// Term says the message must never be delivered again.
+func (j *Job) Term() { _ = j.msg.Term() }
+
+// InProgress restarts the wait for the acknowledgement.
+func (j *Job) InProgress() { _ = j.msg.InProgress() }
+
+// JobsConfig configures the workers' durable consumer.
+type JobsConfig struct {
+	// AckWait is how long a job may go without an acknowledgement or an
+	// in-progress signal before it is delivered again.
+	AckWait time.Duration
+	// MaxDeliver is how many deliveries of a job are made at most.
+	MaxDeliver int
+}
+
+// Jobs is the workers' durable pull consumer of submitted queries.
+type Jobs struct{ cons jetstream.Consumer }
+
+// Jobs creates or updates the workers' durable consumer, ConsumerJobs, on
+// the submitted events of QUERIES. MaxAckPending is unbounded: each worker
+// pulls only what it has room for.
+func (s *Store) Jobs(ctx context.Context, cfg JobsConfig) (*Jobs, error) {
+	cons, err := s.Queries.s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       ConsumerJobs,
+		FilterSubject: "ev." + events.AggregateQuery + ".*." + events.QuerySubmitted{}.EventName(),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		MaxDeliver:    cfg.MaxDeliver,
+		MaxAckPending: -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", ConsumerJobs, classify("create", err))
+	}
+	return &Jobs{cons: cons}, nil
+}
+
+// Fetch pulls up to n jobs and calls each with every one as it arrives,
+// until the pull is complete or ctx ends; it returns the pull's error.
+func (j *Jobs) Fetch(ctx context.Context, n int, each func(*Job)) error {
+	batch, err := j.cons.Fetch(n, jetstream.FetchContext(ctx))
+	if err != nil {
+		return classify("fetch "+ConsumerJobs, err)
+	}
+	for msg := range batch.Messages() {
+		each(&Job{msg: msg})
+	}
+	if err := batch.Error(); err != nil {
+		return classify("fetch "+ConsumerJobs, err)
+	}
+	return nil
+}
+
+// ConsumerExhausted is the workers' durable consumer of StreamExhausted.
+// It is persistent state: never rename it.
+const ConsumerExhausted = "worker_exhausted"
+
+// ConsumeExhausted delivers JetStream's advisories of the jobs the workers'
+// consumer stopped delivering to handle, each to one process of those that
+// consume it, until the returned consumption is stopped. An advisory that is
+// not acknowledged within a minute comes again.
+func (s *Store) ConsumeExhausted(ctx context.Context, handle func(*Job)) (*Consumption, error) {
+	cons, err := s.Exhausted.s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:   ConsumerExhausted,
+		AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait:   time.Minute,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", ConsumerExhausted, classify("create", err))
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) { handle(&Job{msg: m}) })
+	if err != nil {
+		return nil, fmt.Errorf("consume %s: %w", ConsumerExhausted, classify("consume", err))
+	}
+	return &Consumption{cc: cc}, nil
+}
