@@ -1,4 +1,7 @@
-package main
+// Package bench measures the service beside the raw JetStream limit, under
+// both fsync policies, and writes the figures as JSON (`crosscheck bench`,
+// `make bench`).
+package bench
 
 import (
 	"bufio"
@@ -20,11 +23,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/crosscheck/crosscheck/internal/app"
 	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/projections"
 )
 
@@ -77,7 +81,10 @@ type benchResults struct {
 	Seconds    float64        `json:"seconds"`
 }
 
-func benchCommand() error {
+// Command runs `crosscheck bench`: phases of $BENCH_PHASE (default 8s),
+// a table on standard output and the JSON to $BENCH_OUT (default
+// bench/results.json).
+func Command() error {
 	out := os.Getenv("BENCH_OUT")
 	if out == "" {
 		out = "bench/results.json"
@@ -201,7 +208,7 @@ func benchPolicy(ctx context.Context, cfg benchConfig, always bool, w io.Writer)
 }
 
 // benchMain starts a quiet in-process service on a fresh data dir.
-func benchMain(ctx context.Context, always bool, latency time.Duration) (*Main, string, error) {
+func benchMain(ctx context.Context, always bool, latency time.Duration) (*app.Main, string, error) {
 	dir, err := os.MkdirTemp("", "crosscheck-bench-")
 	if err != nil {
 		return nil, "", err
@@ -209,7 +216,7 @@ func benchMain(ctx context.Context, always bool, latency time.Duration) (*Main, 
 	c := config.Defaults()
 	c.DataDir, c.HTTPAddr, c.AdminAddr, c.AdminToken = dir, "127.0.0.1:0", "127.0.0.1:0", "bench"
 	c.SyncAlways, c.SimLatency, c.ShutdownGrace, c.WorkerMaxJobs = always, latency, time.Second, 20000
-	m := &Main{Config: c, Log: zerolog.Nop()}
+	m := &app.Main{Config: c, Log: zerolog.Nop()}
 	if err := m.Open(ctx); err != nil {
 		m.Close()
 		return nil, dir, err
@@ -218,7 +225,7 @@ func benchMain(ctx context.Context, always bool, latency time.Duration) (*Main, 
 }
 
 // benchKeys creates n API keys, one account each.
-func benchKeys(ctx context.Context, m *Main, n int) ([]string, error) {
+func benchKeys(ctx context.Context, m *app.Main, n int) ([]string, error) {
 	out := make([]string, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -338,7 +345,7 @@ func benchRawPublish(ctx context.Context, cfg benchConfig, always bool) (float64
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	store, closeStore, err := openStore(ctx, config.Config{DataDir: dir, SyncAlways: always, Replicas: 1})
+	store, closeStore, err := app.OpenStore(ctx, config.Config{DataDir: dir, SyncAlways: always, Replicas: 1})
 	if err != nil {
 		return 0, err
 	}
@@ -354,8 +361,8 @@ func benchRawPublish(ctx context.Context, cfg benchConfig, always bool) (float64
 		for p := range cfg.Publishers {
 			wg.Go(func() {
 				for i := 0; time.Now().Before(deadline); i++ {
-					msg := &nats.Msg{Subject: fmt.Sprintf("ev.query.req_%d_%d.model_answered", p, i), Data: payload, Header: nats.Header{}}
-					if _, err := store.JS.PublishMsg(ctx, msg, jetstream.WithMsgID(events.NewID())); err == nil && counting {
+					subject := fmt.Sprintf("ev.query.req_%d_%d.model_answered", p, i)
+					if err := store.PublishRaw(ctx, subject, payload, events.NewID()); err == nil && counting {
 						count.Add(1)
 					}
 				}
@@ -381,7 +388,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 	if err != nil {
 		return dir, err
 	}
-	done, err := watchCompletions(m.nc)
+	done, err := watchCompletions(m.Conn())
 	if err != nil {
 		return dir, err
 	}
@@ -430,7 +437,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 		wg.Wait()
 	}
 	run(cfg.Phase/5, false)
-	seq0 := lastSeq(ctx, m.Store.Queries)
+	seq0 := lastSeq(ctx, m.Store)
 	stop := startProfile("load", always)
 	t := time.Now()
 	run(cfg.Phase, true)
@@ -440,7 +447,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 		return dir, e
 	}
 	r.UnifyQueriesPerS = float64(count.Load()) / secs
-	r.EventsAppendedPerS = float64(lastSeq(ctx, m.Store.Queries)-seq0) / secs
+	r.EventsAppendedPerS = float64(lastSeq(ctx, m.Store)-seq0) / secs
 
 	// Polls of finished queries, by the clients that own them.
 	var polls atomic.Int64
@@ -502,12 +509,13 @@ func startProfile(phase string, always bool) func() {
 	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
-func lastSeq(ctx context.Context, s jetstream.Stream) uint64 {
-	info, err := s.Info(ctx)
+// lastSeq returns the last sequence of QUERIES; 0 when it cannot be read.
+func lastSeq(ctx context.Context, s *eventstore.Store) uint64 {
+	_, last, err := s.StreamState(ctx, eventstore.StreamQueries)
 	if err != nil {
 		return 0
 	}
-	return info.State.LastSeq
+	return last
 }
 
 // benchLatency submits at a fixed moderate rate with a small simulated model
@@ -528,7 +536,7 @@ func benchLatency(ctx context.Context, cfg benchConfig, always bool, r *policyRe
 	if err != nil {
 		return err
 	}
-	done, err := watchCompletions(m.nc)
+	done, err := watchCompletions(m.Conn())
 	if err != nil {
 		return err
 	}
@@ -585,7 +593,7 @@ func benchLatency(ctx context.Context, cfg benchConfig, always bool, r *policyRe
 
 // sseLatencies follows one query's stream and returns, in milliseconds, the
 // delay of every event appended after the stream was open.
-func sseLatencies(ctx context.Context, m *Main, key, id string) ([]float64, error) {
+func sseLatencies(ctx context.Context, m *app.Main, key, id string) ([]float64, error) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", m.URL()+"/v1/queries/"+id+"/stream", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := benchHTTP.Do(req)
@@ -610,12 +618,12 @@ func sseLatencies(ctx context.Context, m *Main, key, id string) ([]float64, erro
 	}
 	var out []float64
 	for _, a := range got {
-		msg, err := m.Store.Queries.GetMsg(ctx, a.seq)
+		data, _, err := m.Store.Message(ctx, eventstore.StreamQueries, a.seq)
 		if err != nil {
 			return nil, err
 		}
 		var env events.Envelope
-		if err := json.Unmarshal(msg.Data, &env); err != nil {
+		if err := json.Unmarshal(data, &env); err != nil {
 			return nil, err
 		}
 		if env.Time.After(opened) {
@@ -652,7 +660,7 @@ func benchInflight(ctx context.Context, cfg benchConfig, always bool) (float64, 
 		return 0, err
 	}
 	var started atomic.Int64
-	sub, err := m.nc.Subscribe("ev.query.*.started", func(*nats.Msg) { started.Add(1) })
+	sub, err := m.Conn().Subscribe("ev.query.*.started", func(*nats.Msg) { started.Add(1) })
 	if err != nil {
 		return 0, err
 	}
@@ -707,7 +715,7 @@ func benchReplay(ctx context.Context, dir string, always bool) (float64, error) 
 	if dir == "" {
 		return 0, errors.New("no data dir from the load phase")
 	}
-	store, closeStore, err := openStore(ctx, config.Config{DataDir: dir, Replicas: 1})
+	store, closeStore, err := app.OpenStore(ctx, config.Config{DataDir: dir, Replicas: 1})
 	if err != nil {
 		return 0, err
 	}
@@ -717,11 +725,11 @@ func benchReplay(ctx context.Context, dir string, always bool) (float64, error) 
 	}
 	const name = "bench_replay"
 	_ = projections.Rewind(ctx, store.Projections, name)
-	info, err := store.Queries.Info(ctx)
+	msgs, _, err := store.StreamState(ctx, eventstore.StreamQueries)
 	if err != nil {
 		return 0, err
 	}
-	total := int64(info.State.Msgs)
+	total := int64(msgs)
 	var applied atomic.Int64
 	status := &projections.QueryStatus{Store: store}
 	runCtx, cancel := context.WithCancel(ctx)

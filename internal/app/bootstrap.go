@@ -1,6 +1,7 @@
-package main
+package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -9,9 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
 )
 
 // adminTokenFile holds the generated admin token inside the data dir.
@@ -47,7 +47,7 @@ func (m *Main) loadAdminToken() error {
 // Bootstrap creates, on first start, a development account with one API key
 // and prints the key once; on later starts it says how to make another.
 func (m *Main) Bootstrap(ctx context.Context) error {
-	info, err := m.Store.Accounts.Info(ctx)
+	msgs, _, err := m.Store.StreamState(ctx, eventstore.StreamAccounts)
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
@@ -56,7 +56,7 @@ func (m *Main) Bootstrap(ctx context.Context) error {
 		tokenHint = "$(cat " + filepath.Join(m.Config.DataDir, adminTokenFile) + ")"
 	}
 	w := m.Out
-	fmt.Fprintf(w, "\ncrosscheck %s\n  public API  %s\n  admin API   %s\n", Version, m.URL(), m.AdminURL())
+	fmt.Fprintf(w, "\ncrosscheck %s\n  public API  %s\n  admin API   %s\n", cmp.Or(m.Version, "dev"), m.URL(), m.AdminURL())
 	sim := 0
 	for _, p := range m.Catalog.Providers {
 		if p.Simulated() {
@@ -66,11 +66,11 @@ func (m *Main) Bootstrap(ctx context.Context) error {
 	if sim > 0 {
 		fmt.Fprintf(w, "  models      %d of %d providers run on the SIMULATED backend (no credentials configured)\n", sim, len(m.Catalog.Providers))
 	}
-	if info.State.Msgs > 0 {
+	if msgs > 0 {
 		account := "<account_id>"
-		first, err := m.Store.Accounts.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(events.Subject(events.AggregateAccount, "*", events.AccountCreated{}.EventName())))
-		if err == nil {
-			account = events.AggregateID(first.Subject)
+		first, err := m.Store.FirstSubject(ctx, eventstore.StreamAccounts, events.Subject(events.AggregateAccount, "*", events.AccountCreated{}.EventName()))
+		if err == nil && first != "" {
+			account = events.AggregateID(first)
 		}
 		fmt.Fprintf(w, "\nData dir %s already holds accounts; existing keys keep working.\n", m.Config.DataDir)
 		fmt.Fprintf(w, "Create another key for the first account with:\n  curl -s -X POST %s/admin/v1/accounts/%s/keys \\\n    -H \"Authorization: Bearer %s\" \\\n    -d '{\"name\": \"another key\", \"accept_aup\": true}'\n\n", m.AdminURL(), account, tokenHint)
