@@ -87,18 +87,19 @@ type Main struct {
 	Queries  *queries.Service
 	Catalog  *catalog.Catalog
 
-	nats       *embedded.Server
-	nc         *nats.Conn
-	public     *http.Server
-	admin      *http.Server
-	publicLn   net.Listener
-	adminLn    net.Listener
-	cancel     context.CancelFunc
-	stopWorker context.CancelFunc
-	workerDone chan struct{}
-	stopping   atomic.Bool
-	wg         sync.WaitGroup
-	closeOnce  sync.Once
+	nats        *embedded.Server
+	nc          *nats.Conn
+	public      *http.Server
+	admin       *http.Server
+	publicLn    net.Listener
+	adminLn     net.Listener
+	cancel      context.CancelFunc
+	stopWorker  context.CancelFunc
+	workerDone  chan struct{}
+	stopping    atomic.Bool
+	projections projectionHealth
+	wg          sync.WaitGroup
+	closeOnce   sync.Once
 }
 
 // Open starts everything and returns once the APIs listen. After an error,
@@ -234,7 +235,7 @@ func (m *Main) listen(ctx context.Context) error {
 }
 
 // ready reports why the process cannot take requests: NATS or JetStream
-// out of reach.
+// out of reach, or a projection this process runs that is down.
 func (m *Main) ready(ctx context.Context) error {
 	if m.nc == nil || !m.nc.IsConnected() {
 		return errors.New("not connected to NATS")
@@ -244,7 +245,7 @@ func (m *Main) ready(ctx context.Context) error {
 	if err := m.Store.Ping(ctx); err != nil {
 		return fmt.Errorf("JetStream: %w", err)
 	}
-	return nil
+	return m.projections.check()
 }
 
 // URL is the public API's base URL.
