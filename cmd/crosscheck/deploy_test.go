@@ -22,6 +22,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/crosscheck/crosscheck/internal/app"
 	"github.com/crosscheck/crosscheck/internal/config"
 )
 
@@ -286,7 +287,7 @@ func newDeployChecker(t *testing.T) *deployChecker {
 	for _, m := range regexp.MustCompile(`(?m)^\s+crosscheck ([a-z]+)\s`).FindAllStringSubmatch(usage, -1) {
 		c.commands[m[1]] = true
 	}
-	for _, role := range []string{RoleServe, RoleAPI, RoleWorker, "audit", "events"} {
+	for _, role := range []string{app.RoleServe, app.RoleAPI, app.RoleWorker, "audit", "events"} {
 		if !c.commands[role] {
 			t.Fatalf("the usage text does not list %q; found %v", role, c.commands)
 		}
@@ -369,8 +370,8 @@ func (c *deployChecker) checkProcess(p deployProcess, service bool) {
 	case !c.commands[cmd]:
 		c.addf("%s: runs %q, which is not a crosscheck command", p.where, cmd)
 		return
-	case service && cmd != RoleServe && cmd != RoleAPI && cmd != RoleWorker:
-		c.addf("%s: runs %q as a service; a service runs %s, %s or %s", p.where, cmd, RoleServe, RoleAPI, RoleWorker)
+	case service && cmd != app.RoleServe && cmd != app.RoleAPI && cmd != app.RoleWorker:
+		c.addf("%s: runs %q as a service; a service runs %s, %s or %s", p.where, cmd, app.RoleServe, app.RoleAPI, app.RoleWorker)
 	}
 	for name := range p.env {
 		if !c.settings[name] && strings.HasPrefix(name, "CROSSCHECK_") {
@@ -378,7 +379,7 @@ func (c *deployChecker) checkProcess(p deployProcess, service bool) {
 		}
 	}
 	_, shared := p.env["CROSSCHECK_NATS_URL"]
-	if cmd != RoleServe && !shared {
+	if cmd != app.RoleServe && !shared {
 		c.addf("%s: crosscheck %s needs CROSSCHECK_NATS_URL", p.where, cmd)
 	}
 	if shared {
@@ -387,7 +388,7 @@ func (c *deployChecker) checkProcess(p deployProcess, service bool) {
 			c.addf("%s: on the shared NATS cluster CROSSCHECK_REPLICAS must be 3 (every process applies it to the streams); it is %q", p.where, v)
 		}
 	}
-	if _, ok := p.env["CROSSCHECK_ADMIN_TOKEN"]; cmd == RoleAPI && !ok {
+	if _, ok := p.env["CROSSCHECK_ADMIN_TOKEN"]; cmd == app.RoleAPI && !ok {
 		c.addf("%s: crosscheck api needs CROSSCHECK_ADMIN_TOKEN", p.where)
 	}
 	if service {
@@ -550,7 +551,7 @@ func (c *deployChecker) checkCompose(where string, raw []byte, base *deployCompo
 			c.addf("%s: no health check on /readyz of port %s (CROSSCHECK_HTTP_ADDR)", p.where, httpPort)
 		}
 		// The admin API is published on the loopback only.
-		if args := p.args; len(args) > 0 && args[0] != RoleWorker {
+		if args := p.args; len(args) > 0 && args[0] != app.RoleWorker {
 			_, adminPort, _ := net.SplitHostPort(cmp.Or(env["CROSSCHECK_ADMIN_ADDR"], config.Defaults().AdminAddr))
 			for _, port := range s.Ports {
 				spec := fmt.Sprint(port)
@@ -790,7 +791,7 @@ func (c *deployChecker) checkDockerfile(where string, raw []byte) {
 		c.addf("%s: ENTRYPOINT is %q; want [\"/crosscheck\"]", where, entrypoint)
 	}
 	c.checkProcess(deployProcess{where: where + ": CMD", args: cmd, env: map[string]string{}}, true)
-	if len(cmd) > 0 && cmd[0] != RoleServe {
+	if len(cmd) > 0 && cmd[0] != app.RoleServe {
 		c.addf("%s: CMD %q: the image's default must be serve, the only command that needs no other setting", where, cmd)
 	}
 }

@@ -3,7 +3,6 @@ package eventstore
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -39,26 +38,14 @@ func Connect(urls, name string, auth config.NATSAuth) (*nats.Conn, error) {
 	if errors.Is(err, nats.ErrAuthorization) {
 		// Refused, not unreachable: kept as such so that a caller does not
 		// wait for it to pass.
-		return nil, fmt.Errorf("connect to NATS at %s: %w", redact(urls), nats.ErrAuthorization)
+		return nil, fmt.Errorf("connect to NATS at %s: %w", RedactURLs(urls, urls), nats.ErrAuthorization)
 	}
 	if err != nil {
 		msg := err.Error()
 		if auth.Token != "" {
 			msg = strings.ReplaceAll(msg, auth.Token, "[token]")
 		}
-		return nil, fmt.Errorf("connect to NATS at %s: %s", redact(urls), msg)
+		return nil, fmt.Errorf("connect to NATS at %s: %s", RedactURLs(urls, urls), msg)
 	}
 	return nc, nil
-}
-
-// redact removes the user and password from each URL of a list.
-func redact(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
-			u.User = nil
-			parts[i] = u.String()
-		}
-	}
-	return strings.Join(parts, ",")
 }

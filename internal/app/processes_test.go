@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -73,7 +73,7 @@ func TestAPIAndWorkerProcesses(t *testing.T) {
 		must(t, r.status == 202, "submit %d: %d %s", i, r.status, r.body)
 		ids = append(ids, r.json(t)["request_id"].(string))
 	}
-	time.Sleep(200 * time.Millisecond)
+	eventually(t, 30*time.Second, "a query to start", func() bool { return h.countEvents(ids[0], "started") > 0 })
 	w1.Crash() // mid-run: its jobs are redelivered to the other worker
 	for i, id := range ids {
 		key := keys[i%2]

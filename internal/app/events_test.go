@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
+	"github.com/crosscheck/crosscheck/internal/export"
 )
 
 // exportedEvent is a stored event with its stream and storage time.
@@ -119,9 +120,10 @@ func TestEventsExport(t *testing.T) {
 	key1 := h.newKey()
 	id1 := h.submitOK(key1, "first question")
 	h.wait(key1, id1, 60*time.Second)
-	time.Sleep(30 * time.Millisecond)
+	last := time.Now()
+	eventually(t, 5*time.Second, "the clock to move on", func() bool { return time.Since(last) > 30*time.Millisecond })
 	mid := time.Now()
-	time.Sleep(30 * time.Millisecond)
+	eventually(t, 5*time.Second, "the clock to move on", func() bool { return time.Since(mid) > 30*time.Millisecond })
 	key2 := h.newKey()
 	id2 := h.submitOK(key2, "second question")
 	h.wait(key2, id2, 60*time.Second)
@@ -141,7 +143,7 @@ func TestEventsExport(t *testing.T) {
 		var out, errOut bytes.Buffer
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		code := runEvents(ctx, cfg, append([]string{"export"}, args...), &out, &errOut)
+		code := Events(ctx, cfg, append([]string{"export"}, args...), &out, &errOut)
 		must(t, code == 0, "export %v: exit %d: %s", args, code, errOut.String())
 		must(t, errOut.Len() == 0, "export %v wrote to stderr: %s", args, errOut.String())
 		checkEventLines(t, out.String())
@@ -240,76 +242,27 @@ func TestEventsExportEmptyStore(t *testing.T) {
 	for _, args := range [][]string{{"export"}, {"export", "-stream", "queries"}, {"export", "-stream", "accounts", "-since", "1h"}, {"export", "-from-seq", "5"}} {
 		var out, errOut bytes.Buffer
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		code := runEvents(ctx, cfg, args, &out, &errOut)
+		code := Events(ctx, cfg, args, &out, &errOut)
 		cancel()
 		must(t, code == 0 && out.Len() == 0 && errOut.Len() == 0, "%v: exit %d, stdout %q, stderr %q", args, code, out.String(), errOut.String())
-	}
-}
-
-func TestEventsBadArguments(t *testing.T) {
-	t.Parallel()
-	// No store behind this: arguments are checked before the store is opened.
-	cfg := config.Config{DataDir: filepath.Join(t.TempDir(), "none"), Replicas: 1}
-	for _, args := range [][]string{
-		{},
-		{"nope"},
-		{"export", "extra"},
-		{"export", "-nope"},
-		{"export", "-stream", "ledger"},
-		{"export", "-stream"},
-		{"export", "-subject", "query.>"},
-		{"export", "-subject", ""},
-		{"export", "-subject", "ev"},
-		{"export", "-subject", "ev.>.x"},
-		{"export", "-subject", "ev.query.a*.completed"},
-		{"export", "-subject", "ev.query..completed"},
-		{"export", "-subject", "ev.query.x"},
-		{"export", "-subject", "ev.query.x.y.z"},
-		{"export", "-subject", "ev.ledger.>"},
-		{"export", "-stream", "accounts", "-subject", "ev.query.>"},
-		{"export", "-since", "yesterday"},
-		{"export", "-since", "-1h"},
-		{"export", "-since", "1h", "-from-seq", "3"},
-		{"export", "-from-seq", "0"},
-		{"export", "-from-seq", "-3"},
-		{"export", "-until", "24h"},
-		{"export", "-since", "2026-11-02T00:00:00Z", "-until", "2026-11-01T00:00:00Z"},
-		{"export", "-limit", "-1"},
-		{"export", "-limit", "x"},
-		{"tail", "-limit", "3"},
-		{"tail", "-until", "2026-11-01T00:00:00Z"},
-		{"tail", "-stream", "both"},
-	} {
-		var out, errOut bytes.Buffer
-		code := runEvents(context.Background(), cfg, args, &out, &errOut)
-		must(t, code == 2, "%q: exit %d, want 2; stderr %s", args, code, errOut.String())
-		must(t, out.Len() == 0, "%q wrote to stdout: %s", args, out.String())
-		first, _, _ := strings.Cut(errOut.String(), "\n")
-		must(t, strings.HasPrefix(first, "crosscheck events") && len(first) > len("crosscheck events: "), "%q: no reason on the first line: %q", args, errOut.String())
-		must(t, strings.Contains(errOut.String(), "Usage:"), "%q: no usage: %s", args, errOut.String())
-	}
-	for _, args := range [][]string{{"-h"}, {"help"}, {"export", "-h"}, {"tail", "-help"}} {
-		var out, errOut bytes.Buffer
-		code := runEvents(context.Background(), cfg, args, &out, &errOut)
-		must(t, code == 0 && strings.Contains(out.String(), "Usage:") && strings.Contains(out.String(), "-from-seq"), "%q: exit %d, stdout %q, stderr %q", args, code, out.String(), errOut.String())
 	}
 }
 
 func TestEventsStoreUnavailable(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
-	code := runEvents(context.Background(), config.Config{DataDir: filepath.Join(t.TempDir(), "none"), Replicas: 1}, []string{"export"}, &out, &errOut)
+	code := Events(context.Background(), config.Config{DataDir: filepath.Join(t.TempDir(), "none"), Replicas: 1}, []string{"export"}, &out, &errOut)
 	must(t, code == 1 && out.Len() == 0 && strings.Contains(errOut.String(), "no event store"), "missing data dir: exit %d, stderr %q", code, errOut.String())
 
 	out.Reset()
 	errOut.Reset()
 	cfg := config.Config{NATSURL: "nats://alice:s3cret-pass@127.0.0.1:1", Replicas: 1}
-	code = runEvents(context.Background(), cfg, []string{"export"}, &out, &errOut)
+	code = Events(context.Background(), cfg, []string{"export"}, &out, &errOut)
 	must(t, code == 1 && out.Len() == 0 && errOut.Len() > 0, "unreachable NATS: exit %d, stderr %q", code, errOut.String())
 	must(t, !strings.Contains(errOut.String(), "s3cret") && !strings.Contains(errOut.String(), "alice"), "the credentials were printed: %s", errOut.String())
 
-	must(t, eventsRedactURL("connect to nats://tok3n@h:4222,nats://u:p@h2:4222: x", "nats://tok3n@h:4222,nats://u:p@h2:4222") ==
-		"connect to nats://REDACTED@h:4222,nats://REDACTED@h2:4222: x", "redact: %s", eventsRedactURL("connect to nats://tok3n@h:4222,nats://u:p@h2:4222: x", "nats://tok3n@h:4222,nats://u:p@h2:4222"))
+	must(t, eventstore.RedactURLs("connect to nats://tok3n@h:4222,nats://u:p@h2:4222: x", "nats://tok3n@h:4222,nats://u:p@h2:4222") ==
+		"connect to nats://REDACTED@h:4222,nats://REDACTED@h2:4222: x", "redact: %s", eventstore.RedactURLs("connect to nats://tok3n@h:4222,nats://u:p@h2:4222: x", "nats://tok3n@h:4222,nats://u:p@h2:4222"))
 }
 
 // tail runs against the live store: it writes what is stored, then each new
@@ -329,7 +282,7 @@ func TestEventsTail(t *testing.T) {
 	defer cancel()
 	start := func(args ...string) *tailRun {
 		r := &tailRun{out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan int, 1)}
-		go func() { r.done <- runEventsOn(ctx, h.m.Store, append([]string{"tail"}, args...), r.out, r.errOut) }()
+		go func() { r.done <- export.RunOn(ctx, h.m.Store, append([]string{"tail"}, args...), r.out, r.errOut) }()
 		return r
 	}
 	toStored := func(stream string) []exportedEvent {
@@ -358,8 +311,7 @@ func TestEventsTail(t *testing.T) {
 	})
 	must(t, completed.out.String() == wantEventLines(filterStoredEvents(qs, func(e exportedEvent) bool { return strings.HasSuffix(e.rec.Envelope.Subject, ".completed") })),
 		"completed filter: %s", completed.out.String())
-	time.Sleep(200 * time.Millisecond)
-	must(t, newOnly.out.String() == "", "-from-seq past the end wrote stored events: %s", newOnly.out.String())
+	never(t, 200*time.Millisecond, "-from-seq past the end wrote stored events", func() bool { return newOnly.out.String() != "" })
 
 	// Then new events as they are appended, in both streams.
 	id2 := h.submitOK(key, "during the tail")
@@ -440,7 +392,7 @@ func TestEventsExportWhileWriting(t *testing.T) {
 			}
 			var out, errOut bytes.Buffer
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			code := runEventsOn(ctx, h.m.Store, []string{"export"}, &out, &errOut)
+			code := export.RunOn(ctx, h.m.Store, []string{"export"}, &out, &errOut)
 			cancel()
 			results <- result{code, out.String(), errOut.String()}
 		}

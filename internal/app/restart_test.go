@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bufio"
@@ -78,7 +78,7 @@ func TestKillNineAndRestart(t *testing.T) {
 	}
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "crosscheck")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/crosscheck").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	dir := t.TempDir()
@@ -137,27 +137,21 @@ func TestKillNineAndRestart(t *testing.T) {
 	cmd, out = run()
 	readUntil(out, "already holds accounts")
 	for _, id := range ids {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		pollUntil(t, 60*time.Second, 50*time.Millisecond, fmt.Sprintf("query %s to complete after the restart", id), func() bool {
 			r, err := h.client.Get(base + "/readyz")
-			if err == nil {
-				r.Body.Close()
+			if err != nil {
+				return false
 			}
-			if err == nil {
-				resp := h.call(base, "GET", "/v1/queries/"+id, key, nil, nil)
-				must(t, resp.status != 404, "GET %s answered 404 after the restart", id)
-				if resp.status == 200 && resp.json(t)["status"] == "completed" {
-					break
-				}
-			}
-			must(t, time.Now().Before(deadline), "query %s did not complete after the restart", id)
-			time.Sleep(50 * time.Millisecond)
-		}
+			r.Body.Close()
+			resp := h.call(base, "GET", "/v1/queries/"+id, key, nil, nil)
+			must(t, resp.status != 404, "GET %s answered 404 after the restart", id)
+			return resp.status == 200 && resp.json(t)["status"] == "completed"
+		})
 	}
 	// A clean SIGTERM exits 0; then every query has exactly one terminal event.
 	must(t, cmd.Process.Signal(syscall.SIGTERM) == nil, "SIGTERM")
 	must(t, cmd.Wait() == nil, "serve did not exit cleanly on SIGTERM")
-	store, closeStore, err := openStore(context.Background(), config.Config{DataDir: dir, Replicas: 1})
+	store, closeStore, err := OpenStore(context.Background(), config.Config{DataDir: dir, Replicas: 1})
 	must(t, err == nil, "reopen data dir: %v", err)
 	defer closeStore()
 	for _, id := range ids {

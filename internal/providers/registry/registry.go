@@ -1,11 +1,15 @@
-package main
+// Package registry builds the configured model backends, the catalog they
+// serve and verify's search backend, from the settings (CROSSCHECK_CONFIG
+// and the environment).
+package registry
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/config"
@@ -18,18 +22,29 @@ import (
 	"github.com/crosscheck/crosscheck/internal/search"
 )
 
-// backends builds the catalog and one backend per provider key. Without
+// Backends are the configured model backends and what goes with them.
+type Backends struct {
+	// Catalog lists the providers and their models as served.
+	Catalog *catalog.Catalog
+	// Providers holds one backend per provider key, each behind
+	// providers.Upstream (the catalog's model ids mapped to the vendor's).
+	Providers providers.Set
+	// NativeSearch holds the providers whose backend searches the web
+	// itself (web_search, on unless turned off).
+	NativeSearch map[string]bool
+	// Search is the settings file's search section.
+	Search config.Search
+}
+
+// Build builds the catalog and one backend per provider key. Without
 // CROSSCHECK_CONFIG every provider runs on the simulated backend with the
 // simulated catalog. With it, each provider keeps the vendor catalog's models
 // (or the binding's own) and runs on its bound backend when that backend's
 // credential is present; a provider without one runs simulated, labelled so
-// in GET /v1/models and in results, and the start-up log says why. A provider
-// with a credential never falls back.
-//
-// It also returns the providers whose backend searches the web itself
-// (web_search, on unless turned off), and the file's search settings.
-func (m *Main) backends(ctx context.Context) (*catalog.Catalog, providers.Set, map[string]bool, config.Search, error) {
-	cfg := m.Config
+// in GET /v1/models and in results, and the log says why. A provider with a
+// credential never falls back. It fails when the settings file cannot be
+// read, a credential file cannot be read, or a client cannot be built.
+func Build(ctx context.Context, cfg config.Config, log zerolog.Logger) (Backends, error) {
 	set := providers.Set{}
 	native := map[string]bool{}
 	if cfg.ConfigFile == "" {
@@ -37,11 +52,11 @@ func (m *Main) backends(ctx context.Context) (*catalog.Catalog, providers.Set, m
 		for _, p := range cat.Providers {
 			set[p.Key] = simulated.New(p.Key, cfg.SimLatency)
 		}
-		return cat, set, native, config.Search{}, nil
+		return Backends{Catalog: cat, Providers: set, NativeSearch: native}, nil
 	}
 	file, err := config.LoadFile(cfg.ConfigFile)
 	if err != nil {
-		return nil, nil, nil, config.Search{}, err
+		return Backends{}, err
 	}
 	cat := catalog.Vendor()
 	for i := range cat.Providers {
@@ -63,11 +78,11 @@ func (m *Main) backends(ctx context.Context) (*catalog.Catalog, providers.Set, m
 		}
 		key, err := b.Secret()
 		if err != nil {
-			return nil, nil, nil, config.Search{}, fmt.Errorf("%s: %w", p.Key, err)
+			return Backends{}, fmt.Errorf("%s: %w", p.Key, err)
 		}
 		needsKey := backend != config.BackendSimulated && (backend != config.BackendOpenAICompatible || b.NamesCredential())
 		if needsKey && key == "" {
-			m.Log.Warn().Str("provider", p.Key).Str("backend", backend).Str("api_key_env", b.APIKeyEnv).Str("api_key_file", b.APIKeyFile).
+			log.Warn().Str("provider", p.Key).Str("backend", backend).Str("api_key_env", b.APIKeyEnv).Str("api_key_file", b.APIKeyFile).
 				Msg("no credential for this provider: it runs on the SIMULATED backend")
 			backend = config.BackendSimulated
 		}
@@ -81,7 +96,7 @@ func (m *Main) backends(ctx context.Context) (*catalog.Catalog, providers.Set, m
 			client = anthropic.New(anthropic.Config{APIKey: key, BaseURL: b.BaseURL})
 		case config.BackendGemini:
 			if client, err = gemini.New(ctx, gemini.Config{APIKey: key, BaseURL: b.BaseURL}); err != nil {
-				return nil, nil, nil, config.Search{}, fmt.Errorf("%s: %w", p.Key, err)
+				return Backends{}, fmt.Errorf("%s: %w", p.Key, err)
 			}
 		default:
 			backend = config.BackendSimulated
@@ -100,24 +115,34 @@ func (m *Main) backends(ctx context.Context) (*catalog.Catalog, providers.Set, m
 			names[model.ID] = model.UpstreamName()
 		}
 		set[p.Key] = &providers.Upstream{Provider: client, Names: names}
-		m.Log.Info().Str("provider", p.Key).Str("backend", backend).Bool("web_search", native[p.Key]).Msg("provider bound")
+		log.Info().Str("provider", p.Key).Str("backend", backend).Bool("web_search", native[p.Key]).Msg("provider bound")
 	}
-	return cat, set, native, file.Search, nil
+	return Backends{Catalog: cat, Providers: set, NativeSearch: native, Search: file.Search}, nil
 }
 
-// searchBackend returns verify's search backend. A web backend whose
-// credential is missing falls back to the offline index, and the log says
-// so; a corpus folder that is not a folder stops the start. The backend is
-// built in the background (indexing a large folder takes a while) and a
-// search waits for it up to the search timeout.
-func (m *Main) searchBackend(s config.Search) (search.Backend, error) {
+// Calls wraps each backend of set the way a mode calls it: validated
+// structured output (one repair), each attempt retried on retriable
+// failures after delays, each bounded by timeout.
+func Calls(set providers.Set, delays []time.Duration, timeout time.Duration) providers.Set {
+	calls := providers.Set{}
+	for key, p := range set {
+		calls[key] = &providers.Structured{Provider: &providers.Retry{Provider: p, Delays: delays, Timeout: timeout}}
+	}
+	return calls
+}
+
+// Search returns verify's search backend for the settings s. A web backend
+// whose credential is missing falls back to the offline index, and the log
+// says so; a corpus folder that is not a folder is an error. The backend is
+// built in the background (see search.Start).
+func Search(s config.Search, log zerolog.Logger) (search.Backend, error) {
 	key, err := s.Secret()
 	if err == nil && (s.Backend == config.SearchBrave || s.Backend == config.SearchTavily) && key == "" {
 		err = fmt.Errorf("no credential in %s%s", s.APIKeyEnv, s.APIKeyFile)
 	}
 	cfg := search.Config{Backend: s.Backend, BaseURL: s.BaseURL, APIKey: key, CorpusDir: s.CorpusDir, Timeout: s.Timeout}
 	if err != nil {
-		m.Log.Warn().Err(err).Str("search", s.Backend).Msg("search backend unavailable: verify uses the offline sample corpus")
+		log.Warn().Err(err).Str("search", s.Backend).Msg("search backend unavailable: verify uses the offline sample corpus")
 		cfg = search.Config{Backend: search.NameOffline}
 	}
 	if cfg.Backend == "" {
@@ -128,44 +153,11 @@ func (m *Main) searchBackend(s config.Search) (search.Backend, error) {
 			return nil, fmt.Errorf("search.corpus_dir %q is not a folder", cfg.CorpusDir)
 		}
 	}
-	b := &startingSearch{name: cfg.Backend, wait: cmp.Or(cfg.Timeout, search.DefaultTimeout), ready: make(chan struct{})}
-	go func() {
-		defer close(b.ready)
-		start := time.Now()
-		if b.backend, b.err = search.New(cfg); b.err != nil {
-			m.Log.Error().Err(b.err).Str("search", cfg.Backend).Msg("search backend failed to start: every verify search fails")
+	return search.Start(cfg, func(err error, took time.Duration) {
+		if err != nil {
+			log.Error().Err(err).Str("search", cfg.Backend).Msg("search backend failed to start: every verify search fails")
 			return
 		}
-		m.Log.Info().Str("search", cfg.Backend).Str("corpus_dir", cfg.CorpusDir).Dur("took", time.Since(start)).Msg("search backend ready")
-	}()
-	return b, nil
-}
-
-// startingSearch is a search backend being built in the background.
-type startingSearch struct {
-	name    string
-	wait    time.Duration
-	ready   chan struct{}
-	backend search.Backend
-	err     error
-}
-
-func (s *startingSearch) Name() string { return s.name }
-
-// Search waits for the backend, as long as ctx and the search timeout
-// allow, then searches.
-func (s *startingSearch) Search(ctx context.Context, query string, limit int) ([]search.Result, error) {
-	t := time.NewTimer(s.wait)
-	defer t.Stop()
-	select {
-	case <-s.ready:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%s: still starting: %w", s.name, ctx.Err())
-	case <-t.C:
-		return nil, fmt.Errorf("%s: still starting (indexing the corpus) after %s", s.name, s.wait)
-	}
-	if s.err != nil {
-		return nil, s.err
-	}
-	return s.backend.Search(ctx, query, limit)
+		log.Info().Str("search", cfg.Backend).Str("corpus_dir", cfg.CorpusDir).Dur("took", took).Msg("search backend ready")
+	}), nil
 }

@@ -1,6 +1,7 @@
-package main
+package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -54,7 +55,7 @@ func (m *Main) Bootstrap(ctx context.Context) error {
 		tokenHint = "$(cat " + filepath.Join(m.Config.DataDir, adminTokenFile) + ")"
 	}
 	w := m.Out
-	fmt.Fprintf(w, "\ncrosscheck %s\n  public API  %s\n  admin API   %s\n", Version, m.URL(), m.AdminURL())
+	fmt.Fprintf(w, "\ncrosscheck %s\n  public API  %s\n  admin API   %s\n", cmp.Or(m.Version, "dev"), m.URL(), m.AdminURL())
 	sim := 0
 	for _, p := range m.Catalog.Providers {
 		if p.Simulated() {

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -272,10 +272,30 @@ func (h *harness) wait(key, id string, within time.Duration) map[string]any {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
+	pollUntil(t, within, 20*time.Millisecond, what, cond)
+}
+
+// pollUntil polls cond every interval until it holds, and fails the test
+// when the deadline passes first.
+func pollUntil(t testing.TB, within, every time.Duration, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(every)
+	}
+}
+
+// never polls cond for the whole period and fails the test as soon as it
+// holds.
+func never(t testing.TB, period time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(period)
+	for time.Now().Before(deadline) {
+		if cond() {
+			t.Fatalf("%s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -387,7 +407,7 @@ func must(t testing.TB, cond bool, format string, args ...any) {
 // operator's tool would.
 func (h *harness) offline(fn func(store *eventstore.Store)) {
 	h.t.Helper()
-	store, closeStore, err := openStore(context.Background(), config.Config{DataDir: h.dir, Replicas: 1})
+	store, closeStore, err := OpenStore(context.Background(), config.Config{DataDir: h.dir, Replicas: 1})
 	if err != nil {
 		h.t.Fatalf("open the data dir: %v", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -157,28 +157,37 @@ func TestClusterSurvivesANodeAndAWorker(t *testing.T) {
 		body := map[string]any{"mode": []string{"unify", "justify", "verify"}[i%3], "prompt": fmt.Sprintf("cluster %d: the Danube", i)}
 		idem := map[string]string{"Idempotency-Key": fmt.Sprintf("cluster-%d", i)}
 		var r response
-		for attempt := 0; attempt < 60; attempt++ {
+		pollUntil(t, 30*time.Second, 500*time.Millisecond, fmt.Sprintf("submit %d to be accepted", i), func() bool {
 			if r = h.submit(keys[i%2], body, idem); r.status == 202 || r.status == 200 {
-				return r.json(t)["request_id"].(string)
+				return true
 			}
 			must(t, r.status == 503 && r.errCode(t) == "service_restarting", "submit %d: %d %s", i, r.status, r.body)
 			retried++
-			time.Sleep(500 * time.Millisecond)
+			return false
+		})
+		return r.json(t)["request_id"].(string)
+	}
+	started := func(ids ...string) func() bool {
+		return func() bool {
+			for _, id := range ids {
+				if h.countEvents(id, "started") == 0 {
+					return false
+				}
+			}
+			return true
 		}
-		t.Fatalf("submit %d never accepted: %d %s", i, r.status, r.body)
-		return ""
 	}
 	var ids []string
 	for i := range 6 {
 		ids = append(ids, submit(i))
 	}
-	time.Sleep(400 * time.Millisecond)
+	eventually(t, 60*time.Second, "the first queries to start", started(ids[0]))
 	w1.Crash()
 	cl.stop(1) // a NATS node goes down mid-run
 	for i := 6; i < 9; i++ {
 		ids = append(ids, submit(i))
 	}
-	time.Sleep(2 * time.Second)
+	eventually(t, 60*time.Second, "the queries submitted while the node is down to start", started(ids[6:]...))
 	cl.start(1) // and comes back
 	for i, id := range ids {
 		res := h.wait(keys[i%2], id, 120*time.Second)
@@ -239,11 +248,10 @@ func TestProcessesWaitForAStartingCluster(t *testing.T) {
 	t.Cleanup(func() { w.Close() })
 	opened := make(chan error, 1)
 	go func() { opened <- w.Open(context.Background()) }()
-	time.Sleep(2 * time.Second)
 	select {
 	case err := <-opened:
 		t.Fatalf("the worker did not wait for the cluster: %v", err)
-	default:
+	case <-time.After(2 * time.Second):
 	}
 	cl.start(1)
 	cl.start(2)

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -70,7 +70,7 @@ func (h *harness) tamper(aggregate, id string, ev events.Event) {
 func (h *harness) audit() (bool, string) {
 	h.t.Helper()
 	var out bytes.Buffer
-	ok, err := runAudit(context.Background(), h.cfg, &out)
+	ok, err := Audit(context.Background(), h.cfg, &out)
 	must(h.t, err == nil, "audit: %v", err)
 	return ok, out.String()
 }

@@ -1,4 +1,23 @@
-package main
+// Package export holds `crosscheck events export` and `crosscheck events
+// tail`, which write the stored events as NDJSON for consumers that do not
+// speak NATS.
+//
+// The output is a public format. Each line is one JSON object, terminated by
+// "\n", with exactly these members in this order:
+//
+//	{"stream":"QUERIES","seq":123,"event":{"id":"01M7…","type":"query.completed","source":"crosscheck","subject":"ev.query.req_01M7….completed","time":"…","schema":1,"data":{}}}
+//
+// stream is the JetStream stream the event is stored in, "QUERIES" or
+// "ACCOUNTS". seq is the event's stream sequence, its position in that
+// stream (the SSE id and the seq of the read models); sequences are per
+// stream: the pair (stream, seq) identifies an event; resume an export with
+// -from-seq seq+1. event is the stored envelope, byte for byte as stored (see
+// docs/events.md, "The envelope"); it is never decoded and encoded again, so
+// hashes over it (the ledger's prev_hash) can be checked from the output.
+//
+// Within a stream, lines are in stream order. export writes QUERIES, then
+// ACCOUNTS; tail with both streams interleaves them as they arrive.
+package export
 
 import (
 	"bufio"
@@ -9,39 +28,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 )
-
-// `crosscheck events export` and `crosscheck events tail` write the stored
-// events as NDJSON for consumers that do not speak NATS.
-//
-// The output is a public format. Each line is one JSON object, terminated by
-// "\n", with exactly these members in this order:
-//
-//	{"stream":"QUERIES","seq":123,"event":{"id":"01M7…","type":"query.completed","source":"crosscheck","subject":"ev.query.req_01M7….completed","time":"…","schema":1,"data":{}}}
-//
-//   - stream: the JetStream stream the event is stored in, "QUERIES" or
-//     "ACCOUNTS".
-//   - seq: the event's stream sequence, its position in that stream (the SSE
-//     id and the seq of the read models). Sequences are per stream: the pair
-//     (stream, seq) identifies an event; resume an export with -from-seq seq+1.
-//   - event: the stored envelope, byte for byte as stored (see docs/events.md,
-//     "The envelope"); it is never decoded and encoded again, so hashes over
-//     it (the ledger's prev_hash) can be checked from the output.
-//
-// Within a stream, lines are in stream order. export writes QUERIES, then
-// ACCOUNTS; tail with both streams interleaves them as they arrive.
 
 const eventsUsage = `Usage:
   crosscheck events export [flags]   write the stored events as NDJSON, oldest first, then exit
@@ -90,34 +84,31 @@ type eventsSource struct {
 	filter string
 }
 
-// runEvents runs `crosscheck events <args>` against the store of cfg and
-// returns the exit code: 0 done (tail: interrupted by ctx), 1 the store
-// cannot be opened or read, 2 bad arguments.
-func runEvents(ctx context.Context, cfg config.Config, args []string, out io.Writer, errOut io.Writer) int {
+// Opener opens the store to read; close releases it. An error is written
+// after "crosscheck events: " as it is.
+type Opener func(ctx context.Context) (store *eventstore.Store, close func(), err error)
+
+// Run runs `crosscheck events <args>` against the store that open opens,
+// once the arguments are valid, and returns the exit code: 0 done (tail:
+// interrupted by ctx), 1 the store cannot be opened or read, 2 bad
+// arguments.
+func Run(ctx context.Context, args []string, open Opener, out, errOut io.Writer) int {
 	cmd, code := parseEventsArgs(args, out, errOut, time.Now())
 	if cmd == nil {
 		return code
 	}
-	if cfg.NATSURL == "" {
-		// Opening a data dir that does not exist would create an empty store
-		// and export nothing: a mistyped CROSSCHECK_DATA_DIR must not pass
-		// for an empty history.
-		if _, err := os.Stat(filepath.Join(cfg.DataDir, "jetstream")); err != nil {
-			fmt.Fprintf(errOut, "crosscheck events: no event store in %s (set CROSSCHECK_DATA_DIR, or CROSSCHECK_NATS_URL)\n", cfg.DataDir)
-			return 1
-		}
-	}
-	store, closeStore, err := openStore(ctx, cfg)
+	store, closeStore, err := open(ctx)
 	if err != nil {
-		fmt.Fprintln(errOut, "crosscheck events:", eventsRedactURL(err.Error(), cfg.NATSURL))
+		fmt.Fprintln(errOut, "crosscheck events:", err)
 		return 1
 	}
 	defer closeStore()
 	return cmd.run(ctx, store, out, errOut)
 }
 
-// runEventsOn runs `crosscheck events <args>` on an open store.
-func runEventsOn(ctx context.Context, store *eventstore.Store, args []string, out io.Writer, errOut io.Writer) int {
+// RunOn runs `crosscheck events <args>` on an open store, with the exit
+// codes of Run.
+func RunOn(ctx context.Context, store *eventstore.Store, args []string, out, errOut io.Writer) int {
 	cmd, code := parseEventsArgs(args, out, errOut, time.Now())
 	if cmd == nil {
 		return code
@@ -289,38 +280,9 @@ func parseEventsSince(s string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-// eventsRedactURL replaces each server URL of the comma-separated list urls, as it
-// appears in msg, by the same URL without its user information (a user and
-// password, or a token).
-func eventsRedactURL(msg, urls string) string {
-	if urls == "" {
-		return msg
-	}
-	for _, u := range strings.Split(urls, ",") {
-		u = strings.TrimSpace(u)
-		at := strings.LastIndex(u, "@")
-		if at < 0 {
-			continue
-		}
-		start := 0
-		if i := strings.Index(u, "://"); i >= 0 && i < at {
-			start = i + 3
-		}
-		msg = strings.ReplaceAll(msg, u, u[:start]+"REDACTED"+u[at:])
-	}
-	return msg
-}
-
-func (c *eventsCommand) consumerConfig(filter string) jetstream.OrderedConsumerConfig {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
-	switch {
-	case !c.since.IsZero():
-		since := c.since
-		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
-	case c.fromSeq > 0:
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, c.fromSeq
-	}
-	return cfg
+// from returns where a reader of the command starts.
+func (c *eventsCommand) from() eventstore.ReadFrom {
+	return eventstore.ReadFrom{Since: c.since, FromSeq: c.fromSeq}
 }
 
 func (c *eventsCommand) run(ctx context.Context, store *eventstore.Store, out, errOut io.Writer) int {
@@ -337,14 +299,6 @@ func (c *eventsCommand) run(ctx context.Context, store *eventstore.Store, out, e
 		return 1
 	}
 	return 0
-}
-
-func (c *eventsCommand) stream(ctx context.Context, store *eventstore.Store, name string) (jetstream.Stream, error) {
-	js, err := jetstream.New(store.Conn())
-	if err != nil {
-		return nil, err
-	}
-	return js.Stream(ctx, name)
 }
 
 // appendEventLine appends the output line of one stored message to buf.
@@ -391,36 +345,31 @@ func (c *eventsCommand) export(ctx context.Context, store *eventstore.Store, out
 }
 
 func (c *eventsCommand) exportStream(ctx context.Context, store *eventstore.Store, src eventsSource, w *bufio.Writer, before int) (written int, err error) {
-	st, err := c.stream(ctx, store, src.name)
+	st, err := store.StreamNamed(src.name)
 	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", src.name, err)
+		return 0, err
 	}
-	info, err := st.Info(ctx)
+	state, err := st.State(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("stream %s: %w", src.name, err)
 	}
 	// Events appended from here on are left to the next export (or to tail).
-	last := info.State.LastSeq
-	if info.State.Msgs == 0 || last < c.fromSeq {
+	if state.Msgs == 0 || state.LastSeq < c.fromSeq {
 		return 0, nil
 	}
-	cons, err := st.OrderedConsumer(ctx, c.consumerConfig(src.filter))
+	rd, err := store.OpenReader(ctx, src.name, src.filter, c.from())
 	if err != nil {
 		return 0, fmt.Errorf("stream %s: %w", src.name, err)
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", src.name, err)
-	}
-	defer stopEventsConsumer(store, src.name, cons, it)
+	defer rd.Close()
 	// The consumer's creation reports what matches from the start position.
-	if ci := cons.CachedInfo(); ci != nil && ci.NumPending == 0 {
+	if n, ok := rd.OpenedPending(); ok && n == 0 {
 		return 0, nil
 	}
 	var line []byte
 	for {
 		nextCtx, cancel := context.WithTimeout(ctx, eventsExportIdleCheck)
-		msg, err := it.Next(jetstream.NextContext(nextCtx))
+		msg, err := rd.Next(nextCtx)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -429,47 +378,30 @@ func (c *eventsCommand) exportStream(ctx context.Context, store *eventstore.Stor
 			if errors.Is(err, context.DeadlineExceeded) {
 				// Nothing came for a while: done if nothing is left to deliver
 				// (the matching events were removed after the consumer began).
-				ci, ierr := cons.Info(ctx)
-				if ierr != nil && !errors.Is(ierr, jetstream.ErrConsumerNotFound) {
+				n, gone, ierr := rd.Pending(ctx)
+				if ierr != nil {
 					return written, fmt.Errorf("stream %s: %w", src.name, ierr)
 				}
-				if ierr == nil && ci.NumPending == 0 {
+				if !gone && n == 0 {
 					return written, nil
 				}
 				continue
 			}
 			return written, fmt.Errorf("stream %s: %w", src.name, err)
 		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return written, fmt.Errorf("stream %s: %w", src.name, err)
-		}
-		seq := meta.Sequence.Stream
-		if seq > last || (!c.until.IsZero() && !meta.Timestamp.Before(c.until)) {
+		seq := msg.Seq
+		if seq > state.LastSeq || (!c.until.IsZero() && !msg.Time.Before(c.until)) {
 			return written, nil
 		}
-		if line, err = appendEventLine(line[:0], src.name, seq, msg.Data()); err != nil {
+		if line, err = appendEventLine(line[:0], src.name, seq, msg.Data); err != nil {
 			return written, err
 		}
 		if _, err := w.Write(line); err != nil {
 			return written, err
 		}
 		written++
-		if (c.limit > 0 && before+written >= c.limit) || seq >= last || meta.NumPending == 0 {
+		if (c.limit > 0 && before+written >= c.limit) || seq >= state.LastSeq || msg.Pending == 0 {
 			return written, nil
-		}
-	}
-}
-
-// stopEventsConsumer stops the iterator and deletes the ephemeral consumer on the
-// server rather than leaving it to expire.
-func stopEventsConsumer(store *eventstore.Store, stream string, cons jetstream.Consumer, it jetstream.MessagesContext) {
-	it.Stop()
-	if ci := cons.CachedInfo(); ci != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if js, err := jetstream.New(store.Conn()); err == nil {
-			_ = js.DeleteConsumer(ctx, stream, ci.Name)
 		}
 	}
 }
@@ -520,39 +452,24 @@ func (c *eventsCommand) tail(ctx context.Context, store *eventstore.Store, out i
 }
 
 func (c *eventsCommand) tailStream(ctx context.Context, store *eventstore.Store, src eventsSource, write func([]byte) error) error {
-	st, err := c.stream(ctx, store, src.name)
-	if err != nil {
-		return fmt.Errorf("stream %s: %w", src.name, err)
-	}
-	cons, err := st.OrderedConsumer(ctx, c.consumerConfig(src.filter))
+	rd, err := store.OpenReader(ctx, src.name, src.filter, c.from())
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("stream %s: %w", src.name, err)
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("stream %s: %w", src.name, err)
-	}
-	defer stopEventsConsumer(store, src.name, cons, it)
+	defer rd.Close()
 	var line []byte
 	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
+		msg, err := rd.Next(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("stream %s: %w", src.name, err)
 		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			return fmt.Errorf("stream %s: %w", src.name, err)
-		}
-		if line, err = appendEventLine(line[:0], src.name, meta.Sequence.Stream, msg.Data()); err != nil {
+		if line, err = appendEventLine(line[:0], src.name, msg.Seq, msg.Data); err != nil {
 			return err
 		}
 		if err := write(line); err != nil {

@@ -1,4 +1,7 @@
-package main
+// Package bench measures the service beside the raw JetStream limit, under
+// both fsync policies, and writes the figures as JSON (`crosscheck bench`,
+// `make bench`).
+package bench
 
 import (
 	"bufio"
@@ -22,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/crosscheck/crosscheck/internal/app"
 	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
@@ -77,7 +81,10 @@ type benchResults struct {
 	Seconds    float64        `json:"seconds"`
 }
 
-func benchCommand() error {
+// Command runs `crosscheck bench`: phases of $BENCH_PHASE (default 8s),
+// a table on standard output and the JSON to $BENCH_OUT (default
+// bench/results.json).
+func Command() error {
 	out := os.Getenv("BENCH_OUT")
 	if out == "" {
 		out = "bench/results.json"
@@ -201,7 +208,7 @@ func benchPolicy(ctx context.Context, cfg benchConfig, always bool, w io.Writer)
 }
 
 // benchMain starts a quiet in-process service on a fresh data dir.
-func benchMain(ctx context.Context, always bool, latency time.Duration) (*Main, string, error) {
+func benchMain(ctx context.Context, always bool, latency time.Duration) (*app.Main, string, error) {
 	dir, err := os.MkdirTemp("", "crosscheck-bench-")
 	if err != nil {
 		return nil, "", err
@@ -209,7 +216,7 @@ func benchMain(ctx context.Context, always bool, latency time.Duration) (*Main, 
 	c := config.Defaults()
 	c.DataDir, c.HTTPAddr, c.AdminAddr, c.AdminToken = dir, "127.0.0.1:0", "127.0.0.1:0", "bench"
 	c.SyncAlways, c.SimLatency, c.ShutdownGrace, c.WorkerMaxJobs = always, latency, time.Second, 20000
-	m := &Main{Config: c, Log: zerolog.Nop()}
+	m := &app.Main{Config: c, Log: zerolog.Nop()}
 	if err := m.Open(ctx); err != nil {
 		m.Close()
 		return nil, dir, err
@@ -218,7 +225,7 @@ func benchMain(ctx context.Context, always bool, latency time.Duration) (*Main, 
 }
 
 // benchKeys creates n API keys, one account each.
-func benchKeys(ctx context.Context, m *Main, n int) ([]string, error) {
+func benchKeys(ctx context.Context, m *app.Main, n int) ([]string, error) {
 	out := make([]string, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -338,7 +345,7 @@ func benchRawPublish(ctx context.Context, cfg benchConfig, always bool) (float64
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	store, closeStore, err := openStore(ctx, config.Config{DataDir: dir, SyncAlways: always, Replicas: 1})
+	store, closeStore, err := app.OpenStore(ctx, config.Config{DataDir: dir, SyncAlways: always, Replicas: 1})
 	if err != nil {
 		return 0, err
 	}
@@ -380,7 +387,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 	if err != nil {
 		return dir, err
 	}
-	done, err := watchCompletions(m.nc)
+	done, err := watchCompletions(m.Conn())
 	if err != nil {
 		return dir, err
 	}
@@ -527,7 +534,7 @@ func benchLatency(ctx context.Context, cfg benchConfig, always bool, r *policyRe
 	if err != nil {
 		return err
 	}
-	done, err := watchCompletions(m.nc)
+	done, err := watchCompletions(m.Conn())
 	if err != nil {
 		return err
 	}
@@ -584,7 +591,7 @@ func benchLatency(ctx context.Context, cfg benchConfig, always bool, r *policyRe
 
 // sseLatencies follows one query's stream and returns, in milliseconds, the
 // delay of every event appended after the stream was open.
-func sseLatencies(ctx context.Context, m *Main, key, id string) ([]float64, error) {
+func sseLatencies(ctx context.Context, m *app.Main, key, id string) ([]float64, error) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", m.URL()+"/v1/queries/"+id+"/stream", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := benchHTTP.Do(req)
@@ -651,7 +658,7 @@ func benchInflight(ctx context.Context, cfg benchConfig, always bool) (float64, 
 		return 0, err
 	}
 	var started atomic.Int64
-	sub, err := m.nc.Subscribe("ev.query.*.started", func(*nats.Msg) { started.Add(1) })
+	sub, err := m.Conn().Subscribe("ev.query.*.started", func(*nats.Msg) { started.Add(1) })
 	if err != nil {
 		return 0, err
 	}
@@ -706,7 +713,7 @@ func benchReplay(ctx context.Context, dir string, always bool) (float64, error) 
 	if dir == "" {
 		return 0, errors.New("no data dir from the load phase")
 	}
-	store, closeStore, err := openStore(ctx, config.Config{DataDir: dir, Replicas: 1})
+	store, closeStore, err := app.OpenStore(ctx, config.Config{DataDir: dir, Replicas: 1})
 	if err != nil {
 		return 0, err
 	}

@@ -1,8 +1,9 @@
-package main
+package app
 
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/queries"
@@ -21,3 +22,28 @@ func decodeForTest(h *harness, body any) (string, error) {
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 type contextT = context.Context
+
+// Crash stops the process abruptly, as kill -9 would as far as the data is
+// concerned: nothing is acknowledged or handed back, connections just end.
+func (m *Main) Crash() {
+	m.closeOnce.Do(func() {
+		for _, srv := range []*http.Server{m.public, m.admin} {
+			if srv != nil {
+				_ = srv.Close()
+			}
+		}
+		if m.nc != nil {
+			m.nc.Close()
+		}
+		if m.cancel != nil {
+			m.cancel()
+		}
+		if m.nats != nil {
+			m.nats.Stop()
+		}
+		m.wg.Wait()
+		if m.workerDone != nil {
+			<-m.workerDone
+		}
+	})
+}

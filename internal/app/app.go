@@ -1,0 +1,312 @@
+// Package app wires one crosscheck process: the roles (serve, api, worker),
+// their lifecycle from start to an orderly stop, the admin token, the
+// first-start bootstrap, and the opening of the event store for the
+// commands that run beside the service (audit, events, the benchmark).
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/crosscheck/crosscheck/internal/accounts"
+	"github.com/crosscheck/crosscheck/internal/catalog"
+	"github.com/crosscheck/crosscheck/internal/config"
+	"github.com/crosscheck/crosscheck/internal/embedded"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/handlers"
+	"github.com/crosscheck/crosscheck/internal/ledger"
+	"github.com/crosscheck/crosscheck/internal/modes"
+	"github.com/crosscheck/crosscheck/internal/pricing"
+	"github.com/crosscheck/crosscheck/internal/providers"
+	"github.com/crosscheck/crosscheck/internal/providers/registry"
+	"github.com/crosscheck/crosscheck/internal/queries"
+	"github.com/crosscheck/crosscheck/internal/search"
+	"github.com/crosscheck/crosscheck/internal/worker"
+)
+
+// Roles of a process.
+const (
+	// RoleServe runs everything: the APIs, the projectors and the workers,
+	// on the embedded NATS server unless CROSSCHECK_NATS_URL is set.
+	RoleServe = "serve"
+	// RoleAPI runs the public and admin APIs and the projectors (one
+	// process at a time applies each projection) on CROSSCHECK_NATS_URL.
+	RoleAPI = "api"
+	// RoleWorker runs the mode pipelines on CROSSCHECK_NATS_URL, with only
+	// /healthz and /readyz on CROSSCHECK_HTTP_ADDR.
+	RoleWorker = "worker"
+)
+
+func (m *Main) role() string {
+	if m.Role == "" {
+		return RoleServe
+	}
+	return m.Role
+}
+
+// runsAPI and runsWorker say which parts this process runs.
+func (m *Main) runsAPI() bool    { return m.role() != RoleWorker }
+func (m *Main) runsWorker() bool { return m.role() != RoleAPI }
+
+// Main owns the wiring of one process. Serve uses it, and so do the
+// end-to-end tests and the benchmark.
+type Main struct {
+	Config config.Config
+	Log    zerolog.Logger
+	// Out receives the start-up banner; nil discards it.
+	Out io.Writer
+	// Version is the build's version, printed in the banner; empty is "dev".
+	Version string
+	// Providers overrides the backends; nil builds them from the settings.
+	Providers providers.Set
+	// Search overrides verify's search backend; nil takes it from the
+	// settings.
+	Search search.Backend
+	// Role is what this process runs: RoleServe (the default), RoleAPI or
+	// RoleWorker.
+	Role string
+	// Now overrides the clock.
+	Now func() time.Time
+	// RetryDelays override providers.DefaultRetryDelays.
+	RetryDelays []time.Duration
+
+	Store    *eventstore.Store
+	Accounts *accounts.Service
+	Ledger   *ledger.Service
+	Queries  *queries.Service
+	Catalog  *catalog.Catalog
+
+	nats        *embedded.Server
+	nc          *nats.Conn
+	public      *http.Server
+	admin       *http.Server
+	publicLn    net.Listener
+	adminLn     net.Listener
+	cancel      context.CancelFunc
+	stopWorker  context.CancelFunc
+	workerDone  chan struct{}
+	stopping    atomic.Bool
+	projections projectionHealth
+	wg          sync.WaitGroup
+	closeOnce   sync.Once
+}
+
+// Open starts everything and returns once the APIs listen. After an error,
+// Close releases what was started.
+func (m *Main) Open(ctx context.Context) error {
+	if m.Now == nil {
+		m.Now = time.Now
+	}
+	if m.Out == nil {
+		m.Out = io.Discard
+	}
+	cfg := m.Config
+	var err error
+	if cfg.NATSURL == "" && m.role() != RoleServe {
+		return fmt.Errorf("crosscheck %s runs beside other processes on a shared NATS JetStream: set CROSSCHECK_NATS_URL (or run crosscheck serve)", m.role())
+	}
+	if cfg.NATSURL == "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+		if m.nats, m.nc, m.Store, err = startEmbedded(ctx, cfg, "crosscheck"); err != nil {
+			return err
+		}
+	} else if m.nc, m.Store, err = openShared(ctx, cfg, "crosscheck-"+m.role(), m.Log); err != nil {
+		return err
+	}
+	if err := m.loadAdminToken(); err != nil {
+		return err
+	}
+	built, err := registry.Build(ctx, cfg, m.Log)
+	if err != nil {
+		return err
+	}
+	m.Catalog = built.Catalog
+	backends := built.Providers
+	if m.Providers != nil {
+		backends = m.Providers
+	}
+	if m.Search == nil {
+		if m.Search, err = registry.Search(built.Search, m.Log); err != nil {
+			return err
+		}
+	}
+	if m.RetryDelays == nil {
+		m.RetryDelays = providers.DefaultRetryDelays
+	}
+	m.Accounts = &accounts.Service{Store: m.Store, Now: m.Now}
+	estimator := &pricing.Estimator{Catalog: m.Catalog, Planner: pricing.PlanFunc(modes.Plan)}
+	models := modes.Models{Providers: registry.Calls(backends, m.RetryDelays, cfg.ModelTimeout), Price: estimator.Cost}
+	// The modes: the API accepts exactly those the workers run.
+	pipelines := map[string]worker.Mode{
+		events.ModeUnify:   &modes.Unify{Models: models},
+		events.ModeJustify: &modes.Justify{Models: models},
+		events.ModeVerify: &modes.Verify{Models: models, Search: m.Search,
+			NativeSearch: func(ref events.ModelRef) bool { return built.NativeSearch[ref.Provider] }},
+	}
+	accepted := map[string]bool{}
+	for mode := range pipelines {
+		accepted[mode] = true
+	}
+	m.Ledger = &ledger.Service{Accounts: m.Accounts, Estimator: estimator, Now: m.Now}
+	m.Queries = &queries.Service{
+		Store: m.Store, Catalog: m.Catalog, Modes: accepted, Now: m.Now,
+		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts,
+	}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.cancel = cancel
+	if m.runsAPI() {
+		m.wg.Go(func() { m.Accounts.WatchKeys(runCtx, m.Log) })
+		m.runProjections(runCtx)
+	}
+	if m.runsWorker() {
+		workerCtx, stopWorker := context.WithCancel(runCtx)
+		m.stopWorker = stopWorker
+		m.workerDone = make(chan struct{})
+		w := &worker.Worker{
+			Store: m.Store, Log: m.Log, Now: m.Now,
+			AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, MaxFailures: cfg.WorkerMaxFailures, Grace: cfg.ShutdownGrace, Finished: m.Queries.Release,
+			Ledger: m.Ledger, Modes: pipelines,
+		}
+		go func() {
+			defer close(m.workerDone)
+			if err := w.Run(workerCtx); err != nil {
+				m.Log.Error().Err(err).Msg("worker stopped")
+			}
+		}()
+	}
+	return m.listen(runCtx)
+}
+
+func (m *Main) listen(ctx context.Context) error {
+	var err error
+	if m.publicLn, err = net.Listen("tcp", m.Config.HTTPAddr); err != nil {
+		return fmt.Errorf("public API on %s: %w", m.Config.HTTPAddr, err)
+	}
+	base := func(net.Listener) context.Context { return ctx }
+	if !m.runsAPI() {
+		// A worker answers only its health checks.
+		health := &handlers.Server{Log: m.Log, Ready: m.ready, Stopping: m.stopping.Load}
+		m.public = &http.Server{Handler: health.HealthHandler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
+		m.wg.Go(func() {
+			if err := m.public.Serve(m.publicLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				m.Log.Error().Err(err).Msg("http server stopped")
+			}
+		})
+		m.Log.Info().Str("health", m.URL()).Str("role", m.role()).Msg("crosscheck worker is running")
+		return nil
+	}
+	if m.adminLn, err = net.Listen("tcp", m.Config.AdminAddr); err != nil {
+		return fmt.Errorf("admin API on %s: %w", m.Config.AdminAddr, err)
+	}
+	docs := m.Config.DocsURL
+	if docs == "" {
+		docs = m.URL() + "/docs"
+	}
+	api := &handlers.Server{
+		Auth: m.Accounts, Queries: m.Queries, Events: m.Store, Catalog: m.Catalog,
+		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat, Stopping: m.stopping.Load,
+	}
+	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
+	m.public = &http.Server{Handler: api.Handler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
+	m.admin = &http.Server{Handler: adm.Handler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
+	for srv, ln := range map[*http.Server]net.Listener{m.public: m.publicLn, m.admin: m.adminLn} {
+		m.wg.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				m.Log.Error().Err(err).Msg("http server stopped")
+			}
+		})
+	}
+	m.Log.Info().Str("public", m.URL()).Str("admin", m.AdminURL()).Str("role", m.role()).Bool("embedded_nats", m.nats != nil).Msg("crosscheck is serving")
+	return nil
+}
+
+// ready reports why the process cannot take requests: NATS or JetStream
+// out of reach, or a projection this process runs that is down.
+func (m *Main) ready(ctx context.Context) error {
+	if m.nc == nil || !m.nc.IsConnected() {
+		return errors.New("not connected to NATS")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := m.Store.Ping(ctx); err != nil {
+		return fmt.Errorf("JetStream: %w", err)
+	}
+	return m.projections.check()
+}
+
+// URL is the public API's base URL.
+func (m *Main) URL() string { return "http://" + m.publicLn.Addr().String() }
+
+// AdminURL is the admin API's base URL; empty in a worker.
+func (m *Main) AdminURL() string {
+	if m.adminLn == nil {
+		return ""
+	}
+	return "http://" + m.adminLn.Addr().String()
+}
+
+// Conn is the process's NATS connection; nil before Open.
+func (m *Main) Conn() *nats.Conn { return m.nc }
+
+// Close shuts down in order: refuse submissions and report not ready for the
+// drain period, stop taking requests, let running jobs finish for the grace
+// period and hand the rest back, stop the projectors, flush and stop NATS.
+// Accepted queries are in the stream and resume on the next start.
+func (m *Main) Close() error {
+	m.closeOnce.Do(func() {
+		m.stopping.Store(true)
+		if m.runsAPI() && m.public != nil && m.Config.ShutdownDrain > 0 {
+			m.Log.Info().Dur("drain", m.Config.ShutdownDrain).Msg("draining: not ready, refusing submissions")
+			time.Sleep(m.Config.ShutdownDrain)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownGrace+5*time.Second)
+		defer cancel()
+		if m.cancel != nil {
+			// Ends SSE streams, whose requests use the run context.
+			defer m.cancel()
+		}
+		for _, srv := range []*http.Server{m.public, m.admin} {
+			if srv != nil {
+				srv.RegisterOnShutdown(func() {
+					if m.cancel != nil {
+						m.cancel()
+					}
+				})
+				_ = srv.Shutdown(ctx)
+			}
+		}
+		if m.stopWorker != nil {
+			m.stopWorker()
+			<-m.workerDone
+		}
+		if m.cancel != nil {
+			m.cancel()
+		}
+		m.wg.Wait()
+		if m.nc != nil {
+			_ = m.nc.Drain()
+			for m.nc.IsDraining() {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if m.nats != nil {
+			m.nats.Stop()
+		}
+	})
+	return nil
+}

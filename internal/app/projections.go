@@ -1,0 +1,138 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/projections"
+)
+
+// Retry delays of a projection whose run failed: the first delay, doubled
+// after each failure up to the last. A run that lasted projectionSettle
+// counts as started: the next failure waits the first delay again.
+const (
+	projectionRetryFirst = 500 * time.Millisecond
+	projectionRetryMax   = 10 * time.Second
+	projectionSettle     = time.Second
+)
+
+// projectionHealth records which projections of this process are down: a
+// run failed and the next has not yet run for projectionSettle.
+type projectionHealth struct {
+	mu   sync.Mutex
+	down map[string]error
+}
+
+func (h *projectionHealth) set(name string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err == nil {
+		delete(h.down, name)
+		return
+	}
+	if h.down == nil {
+		h.down = map[string]error{}
+	}
+	h.down[name] = err
+}
+
+// check returns an error naming every projection that is down; nil when
+// none is.
+func (h *projectionHealth) check() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.down) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(h.down))
+	for name := range h.down {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return fmt.Errorf("projection %s not running", strings.Join(names, ", "))
+}
+
+// keepRunning runs run until ctx ends, again after each failure with a
+// growing delay; the projection counts as down in h from a failure until a
+// later run has lasted projectionSettle. A run that returns nil before ctx
+// ends counts as a failure.
+func keepRunning(ctx context.Context, name string, run func(context.Context) error, h *projectionHealth, log zerolog.Logger) {
+	// A process that stops running the projection (it ends, or loses the
+	// lease to another) no longer answers for it.
+	defer h.set(name, nil)
+	delay := projectionRetryFirst
+	for ctx.Err() == nil {
+		var mu sync.Mutex
+		returned := false
+		settled := time.AfterFunc(projectionSettle, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if !returned {
+				h.set(name, nil)
+			}
+		})
+		start := time.Now()
+		err := run(ctx)
+		mu.Lock()
+		returned = true
+		mu.Unlock()
+		settled.Stop()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("stopped")
+		}
+		if time.Since(start) >= projectionSettle {
+			delay = projectionRetryFirst
+		}
+		h.set(name, err)
+		log.Error().Err(err).Str("consumer", name).Dur("retry_in", delay).Msg("projection stopped: not ready until it runs again")
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		delay = min(2*delay, projectionRetryMax)
+	}
+}
+
+// runProjections runs the query-status and accounts projections, each
+// restarted after a failure (see keepRunning). On the embedded server this
+// process is the only one. On a shared JetStream every API process runs the
+// projectors and a lease lets one at a time apply each projection.
+func (m *Main) runProjections(ctx context.Context) {
+	status := &projections.QueryStatus{Store: m.Store}
+	runners := []*projections.Runner{
+		{Name: projections.ConsumerQueryStatus, Stream: m.Store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: status.HandleBatch},
+		{Name: projections.ConsumerAccounts, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"},
+			HandleBatch: projections.Accounts(&projections.Keys{Store: m.Store}, &projections.Balances{Store: m.Store})},
+	}
+	host, _ := os.Hostname()
+	for _, r := range runners {
+		r.Log, r.Checkpoints = m.Log, m.Store.Projections
+		run := func(ctx context.Context) error {
+			keepRunning(ctx, r.Name, r.Run, &m.projections, m.Log)
+			return nil
+		}
+		if m.Config.NATSURL == "" {
+			m.wg.Go(func() { _ = run(ctx) })
+			continue
+		}
+		lease := &projections.Lease{KV: m.Store.Leases, Name: r.Name, TTL: eventstore.LeaseTTL, Log: m.Log,
+			Holder: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), events.NewID())}
+		m.wg.Go(func() { lease.Run(ctx, run) })
+	}
+}
