@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -81,18 +82,12 @@ type Store struct {
 	replicas int
 }
 
-// atLeast returns the replicas to give stream: want, or more when the stream
-// exists with more. A process started with fewer replicas (a one-off audit
-// without CROSSCHECK_REPLICAS, say) never scales a cluster's streams down.
-func atLeast(ctx context.Context, js jetstream.JetStream, stream string, want int) int {
-	if st, err := js.Stream(ctx, stream); err == nil {
-		return max(want, st.CachedInfo().Config.Replicas)
-	}
-	return want
-}
-
-// Open creates or updates every stream and bucket, idempotently; it never
-// lowers the replicas of an existing one.
+// Open creates or updates every stream and bucket, idempotently and
+// concurrently; it never lowers the replicas of an existing one. Several
+// processes may open the same store at the same moment on a cluster that is
+// still electing its leaders: Open retries what JetStream cannot answer yet,
+// each request with a short deadline of its own, until ctx ends, and then
+// returns the last error.
 func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 	if replicas < 1 {
 		replicas = 1
@@ -102,42 +97,38 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	s := &Store{NC: nc, JS: js, replicas: replicas}
-	if s.Queries, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        StreamQueries,
-		Description: "Every event of every query: ev.query.<request_id>.<event>",
-		Subjects:    []string{"ev.query.>"},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		Duplicates:  2 * time.Minute,
-		AllowDirect: true,
-		Replicas:    atLeast(ctx, js, StreamQueries, replicas),
-	}); err != nil {
-		return nil, fmt.Errorf("stream %s: %w", StreamQueries, err)
-	}
-	if s.Accounts, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        StreamAccounts,
-		Description: "Every event of every account (keys, plans, ledger): ev.account.<account_id>.<event>",
-		Subjects:    []string{"ev.account.>"},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		Duplicates:  2 * time.Minute,
-		DenyDelete:  true,
-		DenyPurge:   true,
-		AllowDirect: true,
-		Replicas:    atLeast(ctx, js, StreamAccounts, replicas),
-	}); err != nil {
-		return nil, fmt.Errorf("stream %s: %w", StreamAccounts, err)
-	}
-	if s.Exhausted, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        StreamExhausted,
-		Description: "JetStream's advisories of the jobs " + ConsumerJobs + " stopped delivering, until a worker ends them",
-		Subjects:    []string{SubjectExhausted},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.WorkQueuePolicy,
-		MaxAge:      30 * 24 * time.Hour,
-		Replicas:    atLeast(ctx, js, StreamExhausted, replicas),
-	}); err != nil {
-		return nil, fmt.Errorf("stream %s: %w", StreamExhausted, err)
+	streams := []struct {
+		st  *jetstream.Stream
+		cfg jetstream.StreamConfig
+	}{
+		{&s.Queries, jetstream.StreamConfig{
+			Name:        StreamQueries,
+			Description: "Every event of every query: ev.query.<request_id>.<event>",
+			Subjects:    []string{"ev.query.>"},
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.LimitsPolicy,
+			Duplicates:  2 * time.Minute,
+			AllowDirect: true,
+		}},
+		{&s.Accounts, jetstream.StreamConfig{
+			Name:        StreamAccounts,
+			Description: "Every event of every account (keys, plans, ledger): ev.account.<account_id>.<event>",
+			Subjects:    []string{"ev.account.>"},
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.LimitsPolicy,
+			Duplicates:  2 * time.Minute,
+			DenyDelete:  true,
+			DenyPurge:   true,
+			AllowDirect: true,
+		}},
+		{&s.Exhausted, jetstream.StreamConfig{
+			Name:        StreamExhausted,
+			Description: "JetStream's advisories of the jobs " + ConsumerJobs + " stopped delivering, until a worker ends them",
+			Subjects:    []string{SubjectExhausted},
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.WorkQueuePolicy,
+			MaxAge:      30 * 24 * time.Hour,
+		}},
 	}
 	buckets := []struct {
 		kv  *jetstream.KeyValue
@@ -151,12 +142,21 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		{&s.Projections, jetstream.KeyValueConfig{Bucket: BucketProjections, Description: "The last event each projection applied, by projection name"}},
 		{&s.Leases, jetstream.KeyValueConfig{Bucket: BucketLeases, Description: "The process that runs each projection, by projection name", TTL: LeaseTTL}},
 	}
-	for _, b := range buckets {
-		b.cfg.Storage = jetstream.FileStorage
-		b.cfg.Replicas = atLeast(ctx, js, "KV_"+b.cfg.Bucket, replicas)
-		if *b.kv, err = js.CreateOrUpdateKeyValue(ctx, b.cfg); err != nil {
-			return nil, fmt.Errorf("bucket %s: %w", b.cfg.Bucket, err)
-		}
+	// Each stream and bucket is independent of the others: their creations
+	// (and their groups' leader elections) overlap.
+	var wg sync.WaitGroup
+	errs := make([]error, len(streams)+len(buckets))
+	for i, st := range streams {
+		st.cfg.Replicas = replicas
+		wg.Go(func() { *st.st, errs[i] = ensureStream(ctx, js, st.cfg) })
+	}
+	for i, b := range buckets {
+		b.cfg.Storage, b.cfg.Replicas = jetstream.FileStorage, replicas
+		wg.Go(func() { *b.kv, errs[len(streams)+i] = ensureBucket(ctx, js, b.cfg) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
