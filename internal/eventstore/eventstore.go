@@ -49,6 +49,9 @@ const LeaseTTL = 10 * time.Second
 // own.
 const requestTimeout = 10 * time.Second
 
+// openTimeout bounds Open when its context has no deadline of its own.
+const openTimeout = 30 * time.Second
+
 // IdempotencyTTL is how long the idempotency bucket keeps an entry. The 24 h
 // window of the contract is enforced from the entry's own time; the bucket
 // keeps entries an hour longer so the check, not the expiry, decides.
@@ -87,10 +90,16 @@ type Store struct {
 // processes may open the same store at the same moment on a cluster that is
 // still electing its leaders: Open retries what JetStream cannot answer yet,
 // each request with a short deadline of its own, until ctx ends, and then
-// returns the last error.
+// returns the last error; with no deadline on ctx it retries for at most
+// openTimeout.
 func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 	if replicas < 1 {
 		replicas = 1
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, openTimeout)
+		defer cancel()
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
