@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -49,6 +50,9 @@ const LeaseTTL = 10 * time.Second
 // requestTimeout bounds a request to JetStream that has no deadline of its
 // own.
 const requestTimeout = 10 * time.Second
+
+// openTimeout bounds Open when its context has no deadline of its own.
+const openTimeout = 30 * time.Second
 
 // IdempotencyTTL is how long the idempotency bucket keeps an entry. The 24 h
 // window of the contract is enforced from the entry's own time; the bucket
@@ -104,21 +108,21 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// atLeast returns the replicas to give stream: want, or more when the stream
-// exists with more. A process started with fewer replicas (a one-off audit
-// without CROSSCHECK_REPLICAS, say) never scales a cluster's streams down.
-func atLeast(ctx context.Context, js jetstream.JetStream, stream string, want int) int {
-	if st, err := js.Stream(ctx, stream); err == nil {
-		return max(want, st.CachedInfo().Config.Replicas)
-	}
-	return want
-}
-
-// Open creates or updates every stream and bucket, idempotently; it never
-// lowers the replicas of an existing one.
+// Open creates or updates every stream and bucket, idempotently and
+// concurrently; it never lowers the replicas of an existing one. Several
+// processes may open the same store at the same moment on a cluster that is
+// still electing its leaders: Open retries what JetStream cannot answer yet,
+// each request with a short deadline of its own, until ctx ends, and then
+// returns the last error; with no deadline on ctx it retries for at most
+// openTimeout.
 func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 	if replicas < 1 {
 		replicas = 1
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, openTimeout)
+		defer cancel()
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -158,14 +162,6 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 			MaxAge:      30 * 24 * time.Hour,
 		}},
 	}
-	for _, st := range streams {
-		st.cfg.Replicas = atLeast(ctx, js, st.cfg.Name, replicas)
-		h, err := js.CreateOrUpdateStream(ctx, st.cfg)
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: %w", st.cfg.Name, err)
-		}
-		*st.dst = &Stream{name: st.cfg.Name, s: h, store: s}
-	}
 	buckets := []struct {
 		dst **Bucket
 		cfg jetstream.KeyValueConfig
@@ -178,15 +174,32 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		{&s.Projections, jetstream.KeyValueConfig{Bucket: BucketProjections, Description: "The last event each projection applied, by projection name"}},
 		{&s.Leases, jetstream.KeyValueConfig{Bucket: BucketLeases, Description: "The process that runs each projection, by projection name", TTL: LeaseTTL}},
 	}
-	for _, b := range buckets {
-		b.cfg.Storage = jetstream.FileStorage
-		b.cfg.Replicas = atLeast(ctx, js, "KV_"+b.cfg.Bucket, replicas)
-		kv, err := js.CreateOrUpdateKeyValue(ctx, b.cfg)
-		if err != nil {
-			return nil, fmt.Errorf("bucket %s: %w", b.cfg.Bucket, err)
-		}
-		*b.dst = &Bucket{name: b.cfg.Bucket, store: s}
-		(*b.dst).kv.Store(&kv)
+	// Each stream and bucket is independent of the others: their creations
+	// (and their groups' leader elections) overlap.
+	var wg sync.WaitGroup
+	errs := make([]error, len(streams)+len(buckets))
+	for i, st := range streams {
+		st.cfg.Replicas = replicas
+		wg.Go(func() {
+			h, err := ensureStream(ctx, js, st.cfg)
+			if errs[i] = err; err == nil {
+				*st.dst = &Stream{name: st.cfg.Name, s: h, store: s}
+			}
+		})
+	}
+	for i, b := range buckets {
+		b.cfg.Storage, b.cfg.Replicas = jetstream.FileStorage, replicas
+		wg.Go(func() {
+			kv, err := ensureBucket(ctx, js, b.cfg)
+			if errs[len(streams)+i] = err; err == nil {
+				*b.dst = &Bucket{name: b.cfg.Bucket, store: s}
+				(*b.dst).kv.Store(&kv)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
