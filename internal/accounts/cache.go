@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/events"
-	"github.com/crosscheck/crosscheck/internal/projections"
 )
 
 // keyCache holds the keys bucket in memory, so authenticating a request reads
@@ -38,19 +37,6 @@ func (c *keyCache) put(k *events.Key) {
 		cp := *k
 		c.keys[k.Fingerprint] = &cp
 	}
-}
-
-// lookup returns the projected key, from the cache or else the bucket.
-func (s *Service) lookup(ctx context.Context, fingerprint string) (*events.Key, error) {
-	if k := s.cache.get(fingerprint); k != nil {
-		return k, nil
-	}
-	k, err := projections.GetKey(ctx, s.Store.Keys, fingerprint)
-	if err != nil || k == nil {
-		return k, err
-	}
-	s.cache.put(k)
-	return k, nil
 }
 
 // WatchKeys keeps the key cache in step with the keys bucket until ctx ends.
