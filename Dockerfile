@@ -36,8 +36,11 @@ COPY --from=build /crosscheck /crosscheck
 # The public API must listen beyond the container's loopback to be reachable.
 # The admin API stays on the container's loopback unless CROSSCHECK_ADMIN_ADDR
 # is set: publish it only where the operators are (see docs/operations.md).
+# A container's standard output goes to its logs: the first start of serve
+# prints no API key there (it prints how to create one with the admin API).
 ENV CROSSCHECK_DATA_DIR=/data \
-    CROSSCHECK_HTTP_ADDR=0.0.0.0:8080
+    CROSSCHECK_HTTP_ADDR=0.0.0.0:8080 \
+    CROSSCHECK_PRINT_FIRST_KEY=false
 EXPOSE 8080 8081
 USER 10001:10001
 ENTRYPOINT ["/crosscheck"]

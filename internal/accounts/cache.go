@@ -38,19 +38,6 @@ func (c *keyCache) put(k *projections.KeyDoc) {
 	}
 }
 
-// lookup returns the projected key, from the cache or else the bucket.
-func (s *Service) lookup(ctx context.Context, fingerprint string) (*projections.KeyDoc, error) {
-	if k := s.cache.get(fingerprint); k != nil {
-		return k, nil
-	}
-	k, err := projections.GetKey(ctx, s.Store.Keys, fingerprint)
-	if err != nil || k == nil {
-		return k, err
-	}
-	s.cache.put(k)
-	return k, nil
-}
-
 // WatchKeys keeps the key cache in step with the keys bucket until ctx ends.
 func (s *Service) WatchKeys(ctx context.Context, log zerolog.Logger) {
 	for ctx.Err() == nil {

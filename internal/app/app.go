@@ -197,11 +197,10 @@ func (m *Main) listen(ctx context.Context) error {
 	if m.publicLn, err = net.Listen("tcp", m.Config.HTTPAddr); err != nil {
 		return fmt.Errorf("public API on %s: %w", m.Config.HTTPAddr, err)
 	}
-	base := func(net.Listener) context.Context { return ctx }
 	if !m.runsAPI() {
 		// A worker answers only its health checks.
 		health := &handlers.Server{Log: m.Log, Ready: m.ready, Stopping: m.stopping.Load}
-		m.public = &http.Server{Handler: health.HealthHandler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
+		m.public, m.publicLn = handlers.NewServer(m.publicLn, health.HealthHandler(), m.Config.HTTP, m.Config.DocsURL, ctx)
 		m.wg.Go(func() {
 			if err := m.public.Serve(m.publicLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				m.Log.Error().Err(err).Msg("http server stopped")
@@ -222,8 +221,8 @@ func (m *Main) listen(ctx context.Context) error {
 		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat, Stopping: m.stopping.Load,
 	}
 	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
-	m.public = &http.Server{Handler: api.Handler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
-	m.admin = &http.Server{Handler: adm.Handler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
+	m.public, m.publicLn = handlers.NewServer(m.publicLn, api.Handler(), m.Config.HTTP, docs, ctx)
+	m.admin, m.adminLn = handlers.NewServer(m.adminLn, adm.Handler(), m.Config.HTTP, docs, ctx)
 	for srv, ln := range map[*http.Server]net.Listener{m.public: m.publicLn, m.admin: m.adminLn} {
 		m.wg.Go(func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

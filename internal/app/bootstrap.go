@@ -44,7 +44,8 @@ func (m *Main) loadAdminToken() error {
 }
 
 // Bootstrap creates, on first start, a development account with one API key
-// and prints the key once; on later starts it says how to make another.
+// and prints the key once (with Config.PrintFirstKey off it creates no key
+// and prints how to make one); on later starts it says how to make another.
 func (m *Main) Bootstrap(ctx context.Context) error {
 	state, err := m.Store.Accounts.State(ctx)
 	if err != nil {
@@ -78,6 +79,12 @@ func (m *Main) Bootstrap(ctx context.Context) error {
 	acc, err := m.Accounts.CreateAccount(ctx, "development", events.PlanFree)
 	if err != nil {
 		return fmt.Errorf("bootstrap account: %w", err)
+	}
+	if !m.Config.PrintFirstKey {
+		// No key goes to the logs (CROSSCHECK_PRINT_FIRST_KEY=false).
+		fmt.Fprintf(w, "\nFirst start: created the development account %s; no key is printed here.\n", acc.ID)
+		fmt.Fprintf(w, "Create a key with:\n  curl -s -X POST %s/admin/v1/accounts/%s/keys \\\n    -H \"Authorization: Bearer %s\" \\\n    -d '{\"name\": \"first key\", \"accept_aup\": true}'\n\n", m.AdminURL(), acc.ID, tokenHint)
+		return nil
 	}
 	key, _, err := m.Accounts.CreateKey(ctx, acc.ID, "development key", true)
 	if err != nil {

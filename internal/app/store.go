@@ -100,6 +100,7 @@ func openShared(ctx context.Context, cfg config.Config, name string, log zerolog
 			store, err = eventstore.Open(attempt, nc, cfg.Replicas)
 			cancel()
 			if err == nil {
+				eventstore.CheckMaxPayload(nc, log)
 				return nc, store, nil
 			}
 		}

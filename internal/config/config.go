@@ -2,6 +2,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -50,6 +51,43 @@ type Config struct {
 	ModelTimeout time.Duration
 	// SSEHeartbeat is the interval of heartbeat comments on event streams.
 	SSEHeartbeat time.Duration
+	// HTTP bounds what one client can hold of the HTTP servers.
+	HTTP HTTPLimits
+	// PrintFirstKey makes the first start of crosscheck serve print the
+	// development key it creates; off, it creates no key and prints how to
+	// make one with the admin API.
+	PrintFirstKey bool
+}
+
+// HTTPLimits bound the connections, headers and time a client can hold on the
+// public and admin HTTP servers.
+type HTTPLimits struct {
+	// MaxHeaderBytes bounds a request's header block.
+	MaxHeaderBytes int
+	// MaxConns bounds the open connections of one server; MaxConnsPerAddr
+	// those from one client address. Zero is no bound.
+	MaxConns, MaxConnsPerAddr int
+	// ReadHeaderTimeout bounds the reading of a request's headers,
+	// ReadTimeout the reading of the whole request, WriteTimeout the writing
+	// of a response (an event stream extends it at each write), IdleTimeout
+	// how long a keep-alive connection waits for its next request.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+}
+
+// MinAdminTokenLen is the shortest admin token accepted.
+const MinAdminTokenLen = 16
+
+// CheckAdminToken returns an error for an admin token that is too short to
+// resist guessing or that still holds the example secret file's placeholder
+// text. The error never contains the token.
+func CheckAdminToken(token string) error {
+	if len(token) < MinAdminTokenLen {
+		return fmt.Errorf("CROSSCHECK_ADMIN_TOKEN is %d characters; it must be at least %d (for example: openssl rand -hex 32)", len(token), MinAdminTokenLen)
+	}
+	if strings.ContainsAny(token, " \t\r\n") || strings.Contains(strings.ToLower(token), "replace with") {
+		return errors.New("CROSSCHECK_ADMIN_TOKEN holds white space or the example's placeholder text; set a random token (for example: openssl rand -hex 32)")
+	}
+	return nil
 }
 
 // NATSAuth is how the service authenticates to an external NATS; every
@@ -78,6 +116,16 @@ func Defaults() Config {
 		StartTimeout:      2 * time.Minute,
 		ModelTimeout:      120 * time.Second,
 		SSEHeartbeat:      15 * time.Second,
+		HTTP: HTTPLimits{
+			MaxHeaderBytes:    32 << 10,
+			MaxConns:          4096,
+			MaxConnsPerAddr:   256,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			WriteTimeout:      60 * time.Second,
+			IdleTimeout:       60 * time.Second,
+		},
+		PrintFirstKey: true,
 	}
 }
 
@@ -121,6 +169,10 @@ func FromEnv() (Config, error) {
 	dur("CROSSCHECK_START_TIMEOUT", &c.StartTimeout)
 	dur("CROSSCHECK_MODEL_TIMEOUT", &c.ModelTimeout)
 	dur("CROSSCHECK_SSE_HEARTBEAT", &c.SSEHeartbeat)
+	dur("CROSSCHECK_HTTP_READ_HEADER_TIMEOUT", &c.HTTP.ReadHeaderTimeout)
+	dur("CROSSCHECK_HTTP_READ_TIMEOUT", &c.HTTP.ReadTimeout)
+	dur("CROSSCHECK_HTTP_WRITE_TIMEOUT", &c.HTTP.WriteTimeout)
+	dur("CROSSCHECK_HTTP_IDLE_TIMEOUT", &c.HTTP.IdleTimeout)
 	integer := func(name string, dst *int, lo int) {
 		if v := os.Getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -134,6 +186,30 @@ func FromEnv() (Config, error) {
 	integer("CROSSCHECK_REPLICAS", &c.Replicas, 1)
 	integer("CROSSCHECK_WORKER_MAX_JOBS", &c.WorkerMaxJobs, 1)
 	integer("CROSSCHECK_WORKER_MAX_FAILURES", &c.WorkerMaxFailures, 1)
+	integer("CROSSCHECK_HTTP_MAX_HEADER_BYTES", &c.HTTP.MaxHeaderBytes, 4096)
+	integer("CROSSCHECK_HTTP_MAX_CONNS", &c.HTTP.MaxConns, 0)
+	integer("CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR", &c.HTTP.MaxConnsPerAddr, 0)
+	if v := os.Getenv("CROSSCHECK_PRINT_FIRST_KEY"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("CROSSCHECK_PRINT_FIRST_KEY=%q must be true or false", v))
+		}
+		c.PrintFirstKey = b
+	}
+	if c.AdminToken != "" {
+		if err := CheckAdminToken(c.AdminToken); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{{"CROSSCHECK_HTTP_READ_HEADER_TIMEOUT", c.HTTP.ReadHeaderTimeout}, {"CROSSCHECK_HTTP_READ_TIMEOUT", c.HTTP.ReadTimeout},
+		{"CROSSCHECK_HTTP_WRITE_TIMEOUT", c.HTTP.WriteTimeout}, {"CROSSCHECK_HTTP_IDLE_TIMEOUT", c.HTTP.IdleTimeout}} {
+		if d.d == 0 {
+			errs = append(errs, d.name+" must be a positive duration: a connection is never held without a bound")
+		}
+	}
 	if v := os.Getenv("CROSSCHECK_SYNC_INTERVAL"); v != "" {
 		if strings.EqualFold(v, "always") {
 			c.SyncAlways = true

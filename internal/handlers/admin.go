@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/accounts"
 	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/keys"
 	"github.com/crosscheck/crosscheck/internal/ledger"
@@ -57,7 +60,8 @@ func (a *Admin) Handler() http.Handler {
 		r.Use(func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				got := r.Header.Get("Authorization")
-				if a.Token == "" || subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+a.Token)) != 1 {
+				if len(a.Token) < config.MinAdminTokenLen || subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+a.Token)) != 1 {
+					closeUnread(w, r)
 					s.writeError(w, r, apperr.New(apperr.InvalidAdminToken, "send Authorization: Bearer <admin token>"), "")
 					return
 				}
@@ -72,13 +76,31 @@ func (a *Admin) Handler() http.Handler {
 		r.Put("/accounts/{account_id}/monthly-cap", a.setCap(s))
 		r.Get("/accounts/{account_id}/ledger", a.ledgerPage(s))
 	})
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, apperr.New(apperr.NotFound, "no route %s %s", r.Method, r.URL.Path), "")
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path), "")
-	})
+	r.NotFound(s.noRoute)
+	r.MethodNotAllowed(s.noMethod)
 	return r
+}
+
+// MaxNameLen bounds the name of an account or a key, in characters.
+const MaxNameLen = 100
+
+// checkName refuses a name that is longer than MaxNameLen characters, is not
+// valid UTF-8, or holds a control character (ASCII or Unicode: line breaks,
+// the escape that starts ANSI terminal sequences, bidirectional overrides),
+// so a name shown in a terminal, a log or a page shows as what it is.
+func checkName(field, name string) error {
+	if !utf8.ValidString(name) {
+		return apperr.New(apperr.InvalidRequest, "%s is not valid UTF-8", field)
+	}
+	if n := utf8.RuneCountInString(name); n > MaxNameLen {
+		return apperr.New(apperr.InvalidRequest, "%s is %d characters; at most %d are allowed", field, n, MaxNameLen)
+	}
+	for _, c := range name {
+		if unicode.Is(unicode.Cc, c) || unicode.Is(unicode.Bidi_Control, c) || c == '\u2028' || c == '\u2029' {
+			return apperr.New(apperr.InvalidRequest, "%s holds the control character %U; names are printable text", field, c)
+		}
+	}
+	return nil
 }
 
 func decodeBody(r *http.Request, v any) error {
@@ -148,6 +170,10 @@ func (a *Admin) createAccount(s *Server) http.HandlerFunc {
 			s.writeError(w, r, err, "")
 			return
 		}
+		if err := checkName("name", body.Name); err != nil {
+			s.writeError(w, r, err, "")
+			return
+		}
 		acc, err := a.Accounts.CreateAccount(r.Context(), body.Name, body.Plan)
 		if err != nil {
 			s.writeError(w, r, err, "")
@@ -175,6 +201,10 @@ func (a *Admin) createKey(s *Server) http.HandlerFunc {
 			AcceptAUP bool   `json:"accept_aup"`
 		}
 		if err := decodeBody(r, &body); err != nil {
+			s.writeError(w, r, err, "")
+			return
+		}
+		if err := checkName("name", body.Name); err != nil {
 			s.writeError(w, r, err, "")
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
@@ -68,17 +69,23 @@ func (s *Server) Handler() http.Handler {
 		r.Use(s.authenticate)
 		r.Post("/queries", s.submit)
 		r.Get("/queries/{id}", s.get)
-		r.Get("/queries/{id}/stream", s.stream)
+		r.With(longLived(s.streamWindow)).Get("/queries/{id}/stream", s.stream)
 		r.Get("/models", s.models)
 		r.Post("/estimate-cost", s.estimate)
 	})
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, apperr.New(apperr.NotFound, "no route %s %s", r.Method, r.URL.Path), "")
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path), "")
-	})
+	r.NotFound(s.noRoute)
+	r.MethodNotAllowed(s.noMethod)
 	return r
+}
+
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	closeUnread(w, r)
+	s.writeError(w, r, apperr.New(apperr.NotFound, "no route %s %s", r.Method, r.URL.Path), "")
+}
+
+func (s *Server) noMethod(w http.ResponseWriter, r *http.Request) {
+	closeUnread(w, r)
+	s.writeError(w, r, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path), "")
 }
 
 // HealthHandler serves only /healthz and /readyz: a worker's HTTP address.
@@ -118,6 +125,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := s.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
 		if err != nil {
+			// Refused before its body is read: the answer goes out now.
+			closeUnread(w, r)
 			s.writeError(w, r, err, "")
 			return
 		}
@@ -135,7 +144,8 @@ type SubmitResponse struct {
 	StreamURL          string `json:"stream_url"`
 }
 
-// readQuery reads a query request body, bounded.
+// readQuery reads a query request body, bounded in size and in time (the
+// server's read timeout), and refuses one that is not valid UTF-8.
 func readQuery(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, queries.MaxBodyBytes))
 	if err != nil {
@@ -143,9 +153,34 @@ func readQuery(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		if errors.As(err, &tooLarge) {
 			return nil, apperr.New(apperr.InvalidRequest, "the request body exceeds %d bytes; the prompt may be at most 32 KB", queries.MaxBodyBytes)
 		}
-		return nil, apperr.New(apperr.InvalidRequest, "could not read the request body")
+		return nil, apperr.New(apperr.InvalidRequest, "could not read the whole request body (it ended early or did not arrive within the read timeout)")
 	}
-	return body, nil
+	return body, checkUTF8(body)
+}
+
+// checkUTF8 refuses a body that is not valid UTF-8, which a JSON decoder
+// would otherwise carry on with each invalid byte replaced by U+FFFD:
+// invalid_prompt when an invalid byte is in the prompt, else
+// invalid_request.
+func checkUTF8(body []byte) error {
+	if utf8.Valid(body) {
+		return nil
+	}
+	at := 0
+	for at < len(body) {
+		r, n := utf8.DecodeRune(body[at:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		at += n
+	}
+	var v struct {
+		Prompt json.RawMessage `json:"prompt"`
+	}
+	if json.Unmarshal(body, &v) == nil && !utf8.Valid(v.Prompt) {
+		return apperr.New(apperr.InvalidPrompt, "prompt is not valid UTF-8 (byte 0x%02x at offset %d of the body); send the prompt as UTF-8 text", body[at], at)
+	}
+	return apperr.New(apperr.InvalidRequest, "the request body is not valid UTF-8 (byte 0x%02x at offset %d)", body[at], at)
 }
 
 // errStopping answers a process that is shutting down.

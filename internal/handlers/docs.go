@@ -10,20 +10,20 @@ import (
 
 // errorDocs explains each error code; docs_url points here by default.
 var errorDocs = map[string]string{
-	apperr.InvalidRequest:      "The request is malformed: the body is not one JSON object, has an unknown field, is too large, or a header (Idempotency-Key, Last-Event-ID) is invalid. Fix the request; do not retry it unchanged.",
-	apperr.InvalidPrompt:       "prompt is missing, not a string, empty, or longer than 32 KB (32768 bytes of UTF-8).",
+	apperr.InvalidRequest:      "The request is malformed: the body is not one JSON object, has an unknown field, is not valid UTF-8, is too large or did not arrive whole within the read timeout, a header (Idempotency-Key, Last-Event-ID) is invalid, or the request is not valid HTTP/1.1 (then under the status Go's server chose: 400, 431 for header lines over the limit, 501, 505). Fix the request; do not retry it unchanged.",
+	apperr.InvalidPrompt:       "prompt is missing, not a string, empty, not valid UTF-8, or longer than 32 KB (32768 bytes of UTF-8).",
 	apperr.InvalidMode:         "mode is missing or is not one of unify, justify, verify, or the mode is not available on this server.",
 	apperr.InvalidModels:       "models is not an object of provider key to model_id or null, names an unknown provider key, selects no model at all, or custom_models is not an array of byom_<id> strings.",
 	apperr.InvalidModel:        "A model_id or custom model id is not in the catalog this server accepts now. GET /v1/models is the authority.",
 	apperr.InsufficientCredits: "The estimated cost exceeds the account's available credits. Top up or select fewer or cheaper models.",
 	apperr.MonthlyCapExceeded:  "The query would pass the account's monthly credit cap.",
-	apperr.RateLimited:         "The API key already has 8 queries in flight. Wait at least Retry-After seconds (30); no exponential backoff is needed.",
+	apperr.RateLimited:         "The API key already has 8 queries in flight: wait at least Retry-After seconds (30); no exponential backoff is needed. Or your address holds the most open connections this server allows from one address (CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR): close idle ones, or wait Retry-After seconds (1).",
 	apperr.IdempotencyConflict: "The Idempotency-Key was used with a different request body within the last 24 hours. Use a new key for a new request.",
 	apperr.InvalidAPIKey:       "The Authorization header is missing, is not 'Bearer <key>', or the key does not verify (this includes a wrong prefix).",
 	apperr.KeyRevoked:          "The API key was revoked. Revocation is final: create a new key.",
 	apperr.KeySuspended:        "An administrator suspended the API key. Contact support.",
 	apperr.KeyDisabled:         "The key's owner disabled it. Enable it again to use it.",
-	apperr.ServiceRestarting:   "The service is restarting or cannot reach its event store. Resubmit with the same Idempotency-Key: the query is created once and charged once.",
+	apperr.ServiceRestarting:   "The service is restarting, cannot reach its event store, or holds the most open connections it allows (CROSSCHECK_HTTP_MAX_CONNS). Resubmit with the same Idempotency-Key: the query is created once and charged once.",
 	apperr.ProviderError:       "Every selected model failed. Retry after 1 s, then 5 s, then stop.",
 	apperr.AggregationFailed:   "The models answered but the synthesis of one answer failed. Retry after 1 s, then 5 s, then stop.",
 	apperr.NotFound:            "No such resource for this account. A query of another account is reported as not found.",
@@ -37,6 +37,7 @@ func (s *Server) errorDoc(w http.ResponseWriter, r *http.Request) {
 	code := chi.URLParam(r, "code")
 	text, ok := errorDocs[code]
 	if !ok {
+		// The envelope, as for every unknown resource.
 		s.writeError(w, r, apperr.New(apperr.NotFound, "no error code %q", code), "")
 		return
 	}

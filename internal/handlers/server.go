@@ -1,0 +1,195 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/config"
+	"github.com/crosscheck/crosscheck/internal/netlimit"
+)
+
+// NewServer returns the http.Server that serves h within limits, and the
+// listener to serve it on: ln bounded to limits.MaxConns open connections
+// in all and limits.MaxConnsPerAddr from one client address. A connection
+// over a bound is answered with the error envelope (rate_limited for one
+// address, service_restarting for the process) and closed; the protocol
+// errors that Go's server answers itself (a malformed request line or
+// header, headers over limits.MaxHeaderBytes, an unknown HTTP version) are
+// answered with the envelope too, code invalid_request, under Go's status.
+// Every request's context derives from ctx. docsURL is the base of the
+// envelopes' docs_url.
+func NewServer(ln net.Listener, h http.Handler, limits config.HTTPLimits, docsURL string, ctx context.Context) (*http.Server, net.Listener) {
+	srv := &http.Server{
+		Handler:           h,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		MaxHeaderBytes:    limits.MaxHeaderBytes,
+		ReadHeaderTimeout: limits.ReadHeaderTimeout,
+		ReadTimeout:       limits.ReadTimeout,
+		WriteTimeout:      limits.WriteTimeout,
+		IdleTimeout:       limits.IdleTimeout,
+	}
+	bounded := &netlimit.Listener{Listener: ln, MaxConns: limits.MaxConns, MaxPerAddr: limits.MaxConnsPerAddr, Refusal: func(r netlimit.Reason) []byte {
+		if r == netlimit.TooManyFromAddr {
+			return rawError(&apperr.Error{Code: apperr.RateLimited, RetryAfter: 1,
+				Message: fmt.Sprintf("too many open connections from your address (at most %d); close idle ones or retry", limits.MaxConnsPerAddr)}, docsURL)
+		}
+		return rawError(&apperr.Error{Code: apperr.ServiceRestarting, RetryAfter: 1,
+			Message: fmt.Sprintf("this server holds its maximum of %d open connections; retry shortly", limits.MaxConns)}, docsURL)
+	}}
+	return srv, &envelopeListener{Listener: bounded, docsURL: docsURL}
+}
+
+// rawError is a whole HTTP/1.1 response carrying e's envelope, closing the
+// connection: what a connection gets when no handler runs for it.
+func rawError(e *apperr.Error, docsURL string) []byte {
+	return rawResponse(Status(e.Code), http.StatusText(Status(e.Code)), e, docsURL)
+}
+
+func rawResponse(status int, reason string, e *apperr.Error, docsURL string) []byte {
+	body, _ := json.Marshal(Envelope(e, "", docsURL))
+	body = append(body, '\n')
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n", status, reason, len(body))
+	if ra := e.RetryAfterSeconds(); ra > 0 {
+		b.WriteString("Retry-After: " + strconv.Itoa(ra) + "\r\n")
+	}
+	b.WriteString("\r\n")
+	b.Write(body)
+	return b.Bytes()
+}
+
+// envelopeListener hands out connections that turn the plain-text answers
+// of Go's server to requests it cannot parse into the error envelope.
+type envelopeListener struct {
+	net.Listener
+	docsURL string
+}
+
+func (l *envelopeListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &envelopeConn{Conn: c, docsURL: l.docsURL}, nil
+}
+
+// protocolErrorHeaders follow the status line of every answer that Go's
+// server writes itself, before any handler runs, and of no answer that goes
+// through a handler (those carry Date first, and a handler's own headers in
+// sorted order, where Connection comes before Content-Type).
+const protocolErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+type envelopeConn struct {
+	net.Conn
+	docsURL string
+}
+
+// Write passes p on, unless p is a protocol error answer of Go's server:
+// that is written as the same status with the envelope as its body.
+func (c *envelopeConn) Write(p []byte) (int, error) {
+	if out, ok := c.rewrite(p); ok {
+		if _, err := c.Conn.Write(out); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *envelopeConn) rewrite(p []byte) ([]byte, bool) {
+	const proto = "HTTP/1.1 "
+	if !bytes.HasPrefix(p, []byte(proto)) {
+		return nil, false
+	}
+	line, rest, ok := bytes.Cut(p, []byte("\r\n"))
+	if !ok || !bytes.HasPrefix(rest, []byte(protocolErrorHeaders[2:])) || len(line) < len(proto)+3 {
+		return nil, false
+	}
+	status, err := strconv.Atoi(string(line[len(proto) : len(proto)+3]))
+	if err != nil || status < 400 {
+		return nil, false
+	}
+	text := string(rest[len(protocolErrorHeaders)-2:])
+	msg := "the request is not valid HTTP/1.1: " + text
+	if status == http.StatusRequestHeaderFieldsTooLarge {
+		msg = "the request's header lines are larger than this server accepts"
+	}
+	return rawResponse(status, http.StatusText(status), apperr.New(apperr.InvalidRequest, "%s", msg), c.docsURL), true
+}
+
+// CloseWrite half-closes the connection where the underlying one can, so
+// the server's last answer reaches a client that is still sending.
+func (c *envelopeConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// longLived serves a response that streams for as long as the client
+// follows it: a request without a body has no read deadline (a client that
+// goes is still noticed, and ends the request's context), and every write
+// moves the write deadline to window from then, so a stream lives on its
+// heartbeats while a client that stops reading is cut off within window.
+func longLived(window func() time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rc := http.NewResponseController(w)
+			if r.ContentLength == 0 {
+				_ = rc.SetReadDeadline(time.Time{})
+			}
+			dw := &deadlineWriter{ResponseWriter: w, rc: rc, window: window()}
+			dw.extend()
+			next.ServeHTTP(dw, r)
+		})
+	}
+}
+
+// deadlineWriter moves the connection's write deadline before each write.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc     *http.ResponseController
+	window time.Duration
+}
+
+func (d *deadlineWriter) extend() { _ = d.rc.SetWriteDeadline(time.Now().Add(d.window)) }
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	d.extend()
+	return d.ResponseWriter.Write(p)
+}
+
+func (d *deadlineWriter) WriteHeader(status int) {
+	d.extend()
+	d.ResponseWriter.WriteHeader(status)
+}
+
+// Flush sends what is buffered, within the write deadline.
+func (d *deadlineWriter) Flush() {
+	d.extend()
+	_ = d.rc.Flush()
+}
+
+// Unwrap returns the underlying writer, for http.ResponseController.
+func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
+
+// streamWindow is how long an event stream may go without a write getting
+// through: two heartbeats and some slack.
+func (s *Server) streamWindow() time.Duration { return 2*s.heartbeat() + 10*time.Second }
+
+// closeUnread marks the answer to r as the connection's last when r has a
+// body that was not read: the answer then goes out at once, instead of after
+// the server has waited (up to the read timeout) to read and discard the
+// body of a request it refused.
+func closeUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+}
