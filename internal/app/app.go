@@ -117,6 +117,11 @@ func (m *Main) Open(ctx context.Context) error {
 	if cfg.NATSURL == "" && m.role() != RoleServe {
 		return fmt.Errorf("crosscheck %s runs beside other processes on a shared NATS JetStream: set CROSSCHECK_NATS_URL (or run crosscheck serve)", m.role())
 	}
+	// The addresses are taken before the store is opened: a second start on
+	// the same ports fails without touching the data.
+	if err := m.bind(); err != nil {
+		return err
+	}
 	if cfg.NATSURL == "" {
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return fmt.Errorf("data dir: %w", err)
@@ -192,11 +197,25 @@ func (m *Main) Open(ctx context.Context) error {
 	return m.listen(runCtx)
 }
 
-func (m *Main) listen(ctx context.Context) error {
+// bind listens on the public address, and on the admin address in a
+// process that runs the APIs.
+func (m *Main) bind() error {
 	var err error
 	if m.publicLn, err = net.Listen("tcp", m.Config.HTTPAddr); err != nil {
 		return fmt.Errorf("public API on %s: %w", m.Config.HTTPAddr, err)
 	}
+	if !m.runsAPI() {
+		return nil
+	}
+	if m.adminLn, err = net.Listen("tcp", m.Config.AdminAddr); err != nil {
+		return fmt.Errorf("admin API on %s: %w", m.Config.AdminAddr, err)
+	}
+	return nil
+}
+
+// listen serves the APIs (a worker: its health checks) on the bound
+// addresses.
+func (m *Main) listen(ctx context.Context) error {
 	if !m.runsAPI() {
 		// A worker answers only its health checks.
 		health := &handlers.Server{Log: m.Log, Ready: m.ready, Stopping: m.stopping.Load}
@@ -208,9 +227,6 @@ func (m *Main) listen(ctx context.Context) error {
 		})
 		m.Log.Info().Str("health", m.URL()).Str("role", m.role()).Msg("crosscheck worker is running")
 		return nil
-	}
-	if m.adminLn, err = net.Listen("tcp", m.Config.AdminAddr); err != nil {
-		return fmt.Errorf("admin API on %s: %w", m.Config.AdminAddr, err)
 	}
 	docs := m.Config.DocsURL
 	if docs == "" {
@@ -288,6 +304,13 @@ func (m *Main) Close() error {
 				})
 				_ = srv.Shutdown(ctx)
 			}
+		}
+		// Addresses bound by an Open that failed before serving on them.
+		if m.public == nil && m.publicLn != nil {
+			_ = m.publicLn.Close()
+		}
+		if m.admin == nil && m.adminLn != nil {
+			_ = m.adminLn.Close()
 		}
 		if m.stopWorker != nil {
 			m.stopWorker()

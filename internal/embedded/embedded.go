@@ -31,10 +31,17 @@ type Options struct {
 type Server struct {
 	*server.Server
 	token string
+	lock  *DirLock
 }
 
-// Start starts the server and waits until it is ready for connections.
+// Start takes the exclusive lock of the data dir (an error wrapping
+// ErrLocked names the process that holds it), starts the server and waits
+// until it is ready for connections.
 func Start(o Options) (*Server, error) {
+	lock, err := Lock(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	opts := &server.Options{
 		ServerName:         "crosscheck-embedded",
 		JetStream:          true,
@@ -52,14 +59,16 @@ func Start(o Options) (*Server, error) {
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
+		lock.Unlock()
 		return nil, fmt.Errorf("embedded nats-server: %w", err)
 	}
 	go s.Start()
 	if !s.ReadyForConnections(30 * time.Second) {
 		s.Shutdown()
-		return nil, fmt.Errorf("embedded nats-server: not ready after 30s (is another process using %s?)", o.DataDir)
+		lock.Unlock()
+		return nil, fmt.Errorf("embedded nats-server: not ready after 30s on %s", o.DataDir)
 	}
-	return &Server{Server: s, token: o.Token}, nil
+	return &Server{Server: s, token: o.Token, lock: lock}, nil
 }
 
 // Connect opens an in-process client connection to the server.
@@ -75,4 +84,5 @@ func (s *Server) Connect(name string) (*nats.Conn, error) {
 func (s *Server) Stop() {
 	s.Shutdown()
 	s.WaitForShutdown()
+	s.lock.Unlock()
 }
