@@ -3,6 +3,8 @@
 // standard-tier one.
 package catalog
 
+import "math"
+
 // Provider keys of the spec, in the order results list them.
 const (
 	ProviderA = "provider_a"
@@ -58,8 +60,26 @@ type Pricing struct {
 }
 
 // MicroCredits is the cost of a call's usage in micro-credits (1e-6 credit).
+// A count below zero costs nothing, and a cost past what an int64 holds is
+// math.MaxInt64: it never wraps around.
 func (p Pricing) MicroCredits(inputTokens, outputTokens int) int64 {
-	return int64(inputTokens)*p.InputPerMillion + int64(outputTokens)*p.OutputPerMillion
+	in, out := tokensCost(inputTokens, p.InputPerMillion), tokensCost(outputTokens, p.OutputPerMillion)
+	if in > math.MaxInt64-out {
+		return math.MaxInt64
+	}
+	return in + out
+}
+
+// tokensCost is tokens × price, 0 for a negative count or price, and
+// math.MaxInt64 when the product does not fit.
+func tokensCost(tokens int, price int64) int64 {
+	if tokens <= 0 || price <= 0 {
+		return 0
+	}
+	if int64(tokens) > math.MaxInt64/price {
+		return math.MaxInt64
+	}
+	return int64(tokens) * price
 }
 
 // Standard-tier prices of the simulated catalog, calibrated so that the four

@@ -13,6 +13,17 @@ import (
 // sums are exact.
 const MicrosPerCredit = 1_000_000
 
+// MaxCredits is the safe range of an account's money: what an account holds
+// (its balance plus its reservations), a single grant, adjustment,
+// reservation or charge, and a monthly cap are each at most MaxCredits
+// credits. The decisions refuse what would leave the range before anything is
+// appended.
+const MaxCredits = 1_000_000_000_000
+
+// MaxMicros is MaxCredits in micro-credits, 1e18: any three amounts of the
+// range add up without overflowing an int64 (at most about 9.2e18).
+const MaxMicros int64 = MaxCredits * MicrosPerCredit
+
 // Plan grants of spec 1.7, in micro-credits.
 var planGrant = map[string]int64{
 	PlanFree:  50 * MicrosPerCredit, // once, at creation
@@ -229,15 +240,60 @@ func (a *Account) applyLedger(r Record) bool {
 
 // Rollover returns the plan grant due at now: the Free plan's one grant at
 // creation, or a monthly plan's grant for a calendar month not yet granted.
-// It returns nil when nothing is due.
+// It returns nil when nothing is due. A grant is cut to the room the safe
+// range leaves (MaxCredits); with no room at all it is nil, and stays due.
 func (a *Account) Rollover(now time.Time) Event {
+	var g CreditsGranted
 	switch {
 	case a.Plan == PlanFree && a.Ledger.GrantedPeriod == "":
-		return CreditsGranted{AmountMicros: planGrant[PlanFree], Reason: "plan free: credits granted once at sign-up", Period: "signup"}
+		g = CreditsGranted{AmountMicros: planGrant[PlanFree], Reason: "plan free: credits granted once at sign-up", Period: "signup"}
 	case Monthly(a.Plan) && a.Ledger.GrantedPeriod != Period(now):
-		return CreditsGranted{AmountMicros: planGrant[a.Plan], Reason: "plan " + a.Plan + ": monthly credits", Period: Period(now)}
+		g = CreditsGranted{AmountMicros: planGrant[a.Plan], Reason: "plan " + a.Plan + ": monthly credits", Period: Period(now)}
+	default:
+		return nil
 	}
-	return nil
+	if g.AmountMicros = min(g.AmountMicros, a.Ledger.room()); g.AmountMicros <= 0 {
+		return nil
+	}
+	return g
+}
+
+// DecideGrant decides an administrator's grant of amount micro-credits. It
+// refuses with an *apperr.Error of code invalid_request when amount is not
+// positive, or when the account would then hold (balance plus reservations)
+// more than MaxCredits.
+func (a *Account) DecideGrant(amount int64, reason string) (Event, error) {
+	if amount <= 0 {
+		return nil, apperr.New(apperr.InvalidRequest, "a grant must be a positive amount of credits")
+	}
+	if amount > a.Ledger.room() {
+		return nil, a.Ledger.outOfRange(amount)
+	}
+	return CreditsGranted{AmountMicros: amount, Reason: reason}, nil
+}
+
+// DecideCap decides the monthly cap, nil for none. It refuses with an
+// *apperr.Error of code invalid_request a cap below zero or above
+// MaxCredits.
+func (a *Account) DecideCap(capMicros *int64) (Event, error) {
+	if capMicros != nil && (*capMicros < 0 || *capMicros > MaxMicros) {
+		return nil, apperr.New(apperr.InvalidRequest, "a monthly cap is a number of credits from 0 to %s, or null for no cap", FormatCredits(MaxMicros))
+	}
+	return MonthlyCapSet{CapMicros: capMicros}, nil
+}
+
+// Held is what the account holds: its balance plus its reservations. It is
+// what the balance comes back to when every open query is released unused.
+func (l Ledger) Held() int64 { return l.BalanceMicros + l.ReservedMicros }
+
+// room is how much more the account may hold within the safe range.
+func (l Ledger) room() int64 { return MaxMicros - min(max(l.Held(), 0), MaxMicros) }
+
+// outOfRange is the refusal of a grant of amount that the account has no
+// room for.
+func (l Ledger) outOfRange(amount int64) error {
+	return apperr.New(apperr.InvalidRequest, "a grant of %s credits would take the account past the limit of %s credits: it holds %s (balance and reservations), so at most %s more can be granted",
+		FormatCredits(amount), FormatCredits(MaxMicros), FormatCredits(l.Held()), FormatCredits(l.room()))
 }
 
 // SpentThisMonth is what the account was charged in now's calendar month.
@@ -252,11 +308,15 @@ func (a *Account) SpentThisMonth(now time.Time) int64 {
 // when the query holds a reservation already. It refuses with an
 // *apperr.Error of code insufficient_credits when amount exceeds the balance,
 // and of code monthly_cap_exceeded when it would take the month's spending and
-// reservations past the cap; the message is the one the client sees.
+// reservations past the cap; the message is the one the client sees. An
+// amount below zero or above MaxCredits is refused with invalid_request.
 func (a *Account) DecideReserve(requestID string, amount int64, now time.Time) (Event, error) {
 	l := &a.Ledger
 	if _, open := l.Open[requestID]; open {
 		return nil, nil
+	}
+	if amount < 0 || amount > MaxMicros {
+		return nil, apperr.New(apperr.InvalidRequest, "the estimate must be from 0 to %s credits", FormatCredits(MaxMicros))
 	}
 	if amount > l.BalanceMicros {
 		return nil, apperr.New(apperr.InsufficientCredits, "the estimate is %s credits and %s are available", FormatCredits(amount), FormatCredits(max(l.BalanceMicros, 0)))
@@ -270,11 +330,15 @@ func (a *Account) DecideReserve(requestID string, amount int64, now time.Time) (
 
 // DecideDebit decides the charge of one model call. It is nil when the query
 // is settled already or the call was charged before: a call is charged once.
+// A cost outside the safe range is taken as the nearest bound of it (0 or
+// MaxCredits); what is charged never exceeds what the query's reservation
+// and the balance hold.
 func (a *Account) DecideDebit(requestID, callID string, model ModelRef, in, out int, cost int64) Event {
 	o := a.Ledger.Open[requestID]
 	if o == nil || o.Calls[callID] {
 		return nil
 	}
+	cost = min(max(cost, 0), MaxMicros)
 	amount := min(cost, o.ReservedMicros+max(a.Ledger.BalanceMicros, 0))
 	return CreditsDebited{
 		RequestID: requestID, CallID: callID, Model: model, InputTokens: in, OutputTokens: out,
@@ -293,9 +357,13 @@ func (a *Account) DecideRelease(requestID, reason string) Event {
 
 // DecideAdjust decides an administrator's adjustment. It refuses with an
 // *apperr.Error of code invalid_request when the adjustment would take the
-// balance below zero.
+// balance below zero, or the account's holdings (balance plus reservations)
+// above MaxCredits.
 func (a *Account) DecideAdjust(amount int64, reason string) (Event, error) {
-	if a.Ledger.BalanceMicros+amount < 0 {
+	if amount > a.Ledger.room() {
+		return nil, a.Ledger.outOfRange(amount)
+	}
+	if amount < -a.Ledger.BalanceMicros {
 		return nil, apperr.New(apperr.InvalidRequest, "the balance would go below zero: the balance is %s credits", FormatCredits(a.Ledger.BalanceMicros))
 	}
 	return CreditsAdjusted{AmountMicros: amount, Reason: reason}, nil

@@ -139,7 +139,10 @@ func (s *Service) Release(ctx context.Context, accountID, requestID, reason stri
 	})
 }
 
-// Adjust applies an administrator's grant or correction in credits.
+// Adjust applies an administrator's grant (micros above zero) or correction
+// in micro-credits. It refuses with invalid_request, appending nothing, an
+// amount of zero, a correction that would take the balance below zero, and a
+// grant that would take what the account holds above events.MaxCredits.
 func (s *Service) Adjust(ctx context.Context, accountID string, micros int64, reason string) (*accounts.AccountView, error) {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
@@ -153,13 +156,11 @@ func (s *Service) Adjust(ctx context.Context, accountID string, micros int64, re
 	}
 	var view accounts.AccountView
 	err := s.Accounts.Update(ctx, accountID, func(a *events.Account) { view = accounts.ViewOf(a, s.Now()) }, s.Accounts.Rollover, func(a *events.Account) ([]events.Event, error) {
-		var ev events.Event
-		var err error
+		decide := a.DecideAdjust
 		if micros > 0 {
-			ev = events.CreditsGranted{AmountMicros: micros, Reason: reason}
-		} else {
-			ev, err = a.DecideAdjust(micros, reason)
+			decide = a.DecideGrant
 		}
+		ev, err := decide(micros, reason)
 		if err != nil {
 			return nil, err
 		}
@@ -168,7 +169,8 @@ func (s *Service) Adjust(ctx context.Context, accountID string, micros int64, re
 	return &view, err
 }
 
-// SetCap sets the monthly cap in micro-credits, or removes it (nil).
+// SetCap sets the monthly cap in micro-credits, or removes it (nil). It
+// refuses with invalid_request a cap below zero or above events.MaxCredits.
 func (s *Service) SetCap(ctx context.Context, accountID string, capMicros *int64) (*accounts.AccountView, error) {
 	if capMicros != nil && *capMicros < 0 {
 		return nil, apperr.New(apperr.InvalidRequest, "credits must be a non-negative number or null")
@@ -178,7 +180,11 @@ func (s *Service) SetCap(ctx context.Context, accountID string, capMicros *int64
 	}
 	var view accounts.AccountView
 	err := s.Accounts.Update(ctx, accountID, func(a *events.Account) { view = accounts.ViewOf(a, s.Now()) }, func(a *events.Account) ([]events.Event, error) {
-		return []events.Event{events.MonthlyCapSet{CapMicros: capMicros}}, nil
+		ev, err := a.DecideCap(capMicros)
+		if err != nil {
+			return nil, err
+		}
+		return []events.Event{ev}, nil
 	})
 	return &view, err
 }

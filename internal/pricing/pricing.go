@@ -6,6 +6,7 @@ package pricing
 
 import (
 	"sync"
+	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go"
 	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
@@ -84,8 +85,9 @@ type Estimator struct {
 // Estimate prices a query of mode over the selected models: every call the
 // mode's pipeline makes (Planner), each model answering at its expected
 // length, the calls of the whole query made by the first selected model.
-// Input tokens are counted with tiktoken for OpenAI-family models and
-// approximated as one token per four bytes for the others. A
+// Input tokens are counted with tiktoken for OpenAI-family models, in pieces
+// of at most MaxPieceBytes bytes and each distinct text once per tokenizer,
+// and approximated as one token per four bytes for the others. A
 // customer-owned model costs nothing.
 func (e *Estimator) Estimate(mode, prompt string, selected []events.ModelRef) Estimate {
 	var out Estimate
@@ -97,6 +99,9 @@ func (e *Estimator) Estimate(mode, prompt string, selected []events.ModelRef) Es
 		model, _ := e.Catalog.Model(m.Provider, m.ModelID)
 		answerLen += float64(model.ExpectedOutput) / float64(len(selected))
 	}
+	// Each distinct text is counted once per tokenizer, however many calls
+	// of the plan send it.
+	tokens := counter{}
 	for _, step := range e.Planner.Plan(mode, len(selected)) {
 		callers := selected[:1]
 		if step.Each {
@@ -106,10 +111,10 @@ func (e *Estimator) Estimate(mode, prompt string, selected []events.ModelRef) Es
 			model, _ := e.Catalog.Model(m.Provider, m.ModelID)
 			in := framingTokens + step.Context + int(step.Answers*(answerLen+perAnswerHeadingTok))
 			if step.Instructions != "" {
-				in += countTokens(model.Tokenizer, step.Instructions)
+				in += tokens.count(model.Tokenizer, step.Instructions)
 			}
 			if step.Prompt {
-				in += countTokens(model.Tokenizer, prompt)
+				in += tokens.count(model.Tokenizer, prompt)
 			}
 			c := Call{Role: step.Role, Model: m, InputTokens: in, OutputTokens: int(step.Output * float64(model.ExpectedOutput))}
 			c.Micros = price(m, model, c.InputTokens, c.OutputTokens)
@@ -142,8 +147,36 @@ var (
 	encodings  sync.Map // name → *tiktoken.Tiktoken
 )
 
+// MaxPieceBytes bounds the pieces a text is split into before tiktoken counts
+// them. Byte-pair encoding a piece costs time quadratic in its length when it
+// holds no split point of the encoding's own (one character repeated, or
+// bytes that are not UTF-8), so counting pieces of bounded size keeps a
+// text's count linear in its length.
+const MaxPieceBytes = 128
+
+// encode counts the tokens of one piece of text; tests observe it.
+var encode = func(enc *tiktoken.Tiktoken, piece string) int {
+	return len(enc.Encode(piece, nil, nil))
+}
+
+// counter counts texts' tokens for one estimate, each distinct text once per
+// encoding.
+type counter map[[2]string]int
+
+// count is countTokens(encoding, text), remembered for the estimate.
+func (c counter) count(encoding, text string) int {
+	k := [2]string{encoding, text}
+	n, ok := c[k]
+	if !ok {
+		n = countTokens(encoding, text)
+		c[k] = n
+	}
+	return n
+}
+
 // countTokens counts text's tokens with the named tiktoken encoding (offline
-// BPE files shipped in the module), or approximates one per four bytes.
+// BPE files shipped in the module), or approximates one per four bytes. The
+// text is counted in pieces (nextPiece), in time linear in its length.
 func countTokens(encoding, text string) int {
 	if encoding != "" {
 		loaderOnce.Do(func() { tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader()) })
@@ -154,8 +187,39 @@ func countTokens(encoding, text string) int {
 			}
 		}
 		if enc != nil {
-			return len(enc.(*tiktoken.Tiktoken).Encode(text, nil, nil))
+			n := 0
+			for rest := text; rest != ""; {
+				piece := nextPiece(rest)
+				n += encode(enc.(*tiktoken.Tiktoken), piece)
+				rest = rest[len(piece):]
+			}
+			return n
 		}
 	}
 	return (len(text) + 3) / 4
+}
+
+// nextPiece is the first of the consecutive pieces of at most MaxPieceBytes
+// bytes that text is counted in: it ends before the last whitespace byte
+// inside its window when there is one after its start, else before the last
+// UTF-8 rune start inside it, else (bytes that are not UTF-8) at the window's
+// end. A word's leading space stays with the word, as the tokenizers split
+// it.
+func nextPiece(text string) string {
+	if len(text) <= MaxPieceBytes {
+		return text
+	}
+	// The next piece starts at a byte of text[1:MaxPieceBytes+1].
+	for i := MaxPieceBytes; i > 0; i-- {
+		switch text[i] {
+		case ' ', '\t', '\n', '\r', '\v', '\f':
+			return text[:i]
+		}
+	}
+	for i := MaxPieceBytes; i > 0; i-- {
+		if utf8.RuneStart(text[i]) {
+			return text[:i]
+		}
+	}
+	return text[:MaxPieceBytes]
 }

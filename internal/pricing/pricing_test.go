@@ -1,0 +1,120 @@
+package pricing_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/crosscheck/crosscheck/internal/catalog"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/modes"
+	"github.com/crosscheck/crosscheck/internal/pricing"
+)
+
+// tokenizer is the tiktoken encoding of the simulated catalog's
+// OpenAI-family provider.
+const tokenizer = "o200k_base"
+
+func estimator() *pricing.Estimator {
+	return &pricing.Estimator{Catalog: catalog.Simulated(), Planner: pricing.PlanFunc(modes.Plan)}
+}
+
+// selected is the default model of each first-party provider of the
+// simulated catalog: one of them counts with tiktoken.
+func selected(t testing.TB, n int) []events.ModelRef {
+	t.Helper()
+	c := catalog.Simulated()
+	var out []events.ModelRef
+	for _, key := range catalog.ProviderKeys[:n] {
+		p, ok := c.Provider(key)
+		if !ok {
+			t.Fatalf("provider %s not in the catalog", key)
+		}
+		out = append(out, events.ModelRef{Provider: key, ModelID: p.Default().ID})
+	}
+	return out
+}
+
+// pathological are prompts whose byte-pair encoding in one piece costs time
+// quadratic in their length.
+var pathological = map[string]string{
+	"32 KB of a":    strings.Repeat("a", 32<<10),
+	"32 KB of 0xFF": strings.Repeat("\xff", 32<<10),
+	"32 KB of é":    strings.Repeat("é", 16<<10),
+}
+
+// An estimate hands tiktoken the prompt once per tokenizer, however many of
+// the plan's calls send it, in pieces of at most MaxPieceBytes bytes.
+func TestEstimateCountsThePromptOnceInBoundedPieces(t *testing.T) {
+	for name, prompt := range pathological {
+		for _, mode := range []string{events.ModeUnify, events.ModeJustify, events.ModeVerify} {
+			t.Run(name+"/"+mode, func(t *testing.T) {
+				var promptBytes, longest int
+				restore := pricing.ObserveEncode(func(piece string) {
+					longest = max(longest, len(piece))
+					if strings.Trim(piece, prompt[:1]) == "" || strings.Trim(piece, "é") == "" {
+						promptBytes += len(piece)
+					}
+				})
+				defer restore()
+				est := estimator().Estimate(mode, prompt, selected(t, 4))
+				if est.Micros <= 0 {
+					t.Fatalf("estimate %d micro-credits", est.Micros)
+				}
+				if longest > pricing.MaxPieceBytes {
+					t.Errorf("tiktoken encoded a piece of %d bytes, want at most %d", longest, pricing.MaxPieceBytes)
+				}
+				if promptBytes != len(prompt) {
+					t.Errorf("tiktoken encoded %d bytes of the %d-byte prompt, want each byte once (one tokenizer)", promptBytes, len(prompt))
+				}
+			})
+		}
+	}
+}
+
+// Counting in pieces gives the count of the whole text for ordinary prose and
+// for one character repeated.
+func TestCountTokensInPiecesMatchesTheWholeText(t *testing.T) {
+	prose := strings.Repeat("The quick brown fox jumps over the lazy dog; is it true that it does?\n", 40)
+	texts := map[string]string{
+		"prose":  prose,
+		"a":      strings.Repeat("a", 4<<10),
+		"é":      strings.Repeat("é", 2<<10),
+		"spaces": strings.Repeat("word   ", 600),
+	}
+	for name, text := range texts {
+		if got, whole := pricing.CountTokens(tokenizer, text), pricing.CountWhole(tokenizer, text); got != whole {
+			t.Errorf("%s: %d tokens in pieces, %d in one piece", name, got, whole)
+		}
+	}
+}
+
+// BenchmarkCountTokens counts one character repeated, in pieces and (whole)
+// in one piece as before.
+func BenchmarkCountTokens(b *testing.B) {
+	for _, size := range []int{8 << 10, 16 << 10, 32 << 10} {
+		for _, c := range []string{"a", "\xff"} {
+			text := strings.Repeat(c, size)
+			b.Run(fmt.Sprintf("pieces/%dKB/%q", size>>10, c), func(b *testing.B) {
+				for b.Loop() {
+					pricing.CountTokens(tokenizer, text)
+				}
+			})
+			b.Run(fmt.Sprintf("whole/%dKB/%q", size>>10, c), func(b *testing.B) {
+				for b.Loop() {
+					pricing.CountWhole(tokenizer, text)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkEstimateVerify prices a verify query of a 32 KB prompt of one
+// character with the OpenAI-family provider alone.
+func BenchmarkEstimateVerify(b *testing.B) {
+	prompt := strings.Repeat("a", 32<<10)
+	e, sel := estimator(), selected(b, 1)
+	for b.Loop() {
+		e.Estimate(events.ModeVerify, prompt, sel)
+	}
+}
