@@ -69,8 +69,9 @@ func withConfig(fn func(*config.Config)) option    { return func(h *harness) { f
 func withSearch(b search.Backend) option           { return func(h *harness) { h.search = b } }
 func withRole(role string) option                  { return func(h *harness) { h.role = role } }
 
-func newHarness(t *testing.T, opts ...option) *harness {
-	t.Helper()
+// newConfig returns the settings of a test process: its own data dir,
+// free loopback ports, short waits.
+func newConfig(t *testing.T) config.Config {
 	cfg := config.Defaults()
 	cfg.DataDir = t.TempDir()
 	cfg.HTTPAddr, cfg.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
@@ -79,6 +80,12 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	cfg.ShutdownGrace = 2 * time.Second
 	cfg.WorkerMaxJobs = 1024
 	cfg.SSEHeartbeat = time.Hour
+	return cfg
+}
+
+func newHarness(t *testing.T, opts ...option) *harness {
+	t.Helper()
+	cfg := newConfig(t)
 	h := &harness{t: t, dir: cfg.DataDir, cfg: cfg, logs: &syncBuffer{}, clock: &clock{}, client: &http.Client{Timeout: 60 * time.Second}}
 	for _, o := range opts {
 		o(h)
