@@ -5,6 +5,7 @@ package eventstore
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -447,14 +448,26 @@ func (s *Store) Follow(ctx context.Context, stream *Stream, filter string) (<-ch
 	go func() {
 		defer close(out)
 		defer close(errc)
-		cons, err := stream.s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		// The consumer's names are the prefix, "_" and a serial from 1 on.
+		// Its creation is not cut short when ctx ends (the server could
+		// still create it after the client gave up, and nobody would
+		// delete it); a creation that fails is deleted by its name all the
+		// same, in case it happened.
+		prefix := rand.Text()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+		defer cancel()
+		cons, err := stream.s.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
 			FilterSubjects:    []string{filter},
 			DeliverPolicy:     jetstream.DeliverAllPolicy,
 			InactiveThreshold: followInactive,
 			MaxResetAttempts:  followResetAttempts,
+			NamePrefix:        prefix,
 		})
 		if err != nil {
-			errc <- classify("follow "+filter, err)
+			if ctx.Err() == nil {
+				errc <- classify("follow "+filter, err)
+			}
+			s.deleteConsumer(stream, prefix+"_1")
 			return
 		}
 		it, err := cons.Messages()
@@ -514,13 +527,17 @@ func (s *Store) Follow(ctx context.Context, stream *Stream, filter string) (<-ch
 // returned for the last time, so the cached name is the last one; the ones
 // before it the client library deleted as it replaced them.
 func (s *Store) deleteFollow(stream *Stream, cons jetstream.Consumer) {
-	info := cons.CachedInfo()
-	if info == nil {
-		return
+	if info := cons.CachedInfo(); info != nil {
+		s.deleteConsumer(stream, info.Name)
 	}
+}
+
+// deleteConsumer deletes the consumer name of stream, if it exists, within
+// requestTimeout; a failure is left to the consumer's inactive threshold.
+func (s *Store) deleteConsumer(stream *Stream, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	_ = stream.DeleteConsumer(ctx, info.Name)
+	_ = stream.DeleteConsumer(ctx, name)
 }
 
 // FollowQuery follows the events of one query.
