@@ -51,6 +51,12 @@ type Config struct {
 	ModelTimeout time.Duration
 	// SSEHeartbeat is the interval of heartbeat comments on event streams.
 	SSEHeartbeat time.Duration
+	// SSEMaxStreams bounds the open event streams of one API process, and
+	// SSEMaxStreamsPerKey those of one API key in it; zero is no bound. Each
+	// open stream holds one of the QUERIES stream's consumers on the NATS
+	// server (1,000 by default, shared by every process), so the sum over
+	// the API processes must stay well below that.
+	SSEMaxStreams, SSEMaxStreamsPerKey int
 	// HTTP bounds what one client can hold of the HTTP servers.
 	HTTP HTTPLimits
 	// PrintFirstKey makes the first start of crosscheck serve print the
@@ -104,18 +110,20 @@ type NATSAuth struct {
 // Defaults returns the settings with nothing set.
 func Defaults() Config {
 	return Config{
-		HTTPAddr:          "127.0.0.1:8080",
-		AdminAddr:         "127.0.0.1:8081",
-		DataDir:           "./data",
-		Replicas:          1,
-		LogLevel:          "info",
-		WorkerAckWait:     10 * time.Second,
-		WorkerMaxJobs:     16384,
-		WorkerMaxFailures: 10,
-		ShutdownGrace:     10 * time.Second,
-		StartTimeout:      2 * time.Minute,
-		ModelTimeout:      120 * time.Second,
-		SSEHeartbeat:      15 * time.Second,
+		HTTPAddr:            "127.0.0.1:8080",
+		AdminAddr:           "127.0.0.1:8081",
+		DataDir:             "./data",
+		Replicas:            1,
+		LogLevel:            "info",
+		WorkerAckWait:       10 * time.Second,
+		WorkerMaxJobs:       16384,
+		WorkerMaxFailures:   10,
+		ShutdownGrace:       10 * time.Second,
+		StartTimeout:        2 * time.Minute,
+		ModelTimeout:        120 * time.Second,
+		SSEHeartbeat:        15 * time.Second,
+		SSEMaxStreams:       256,
+		SSEMaxStreamsPerKey: 16,
 		HTTP: HTTPLimits{
 			MaxHeaderBytes:    32 << 10,
 			MaxConns:          4096,
@@ -187,6 +195,8 @@ func FromEnv() (Config, error) {
 	integer("CROSSCHECK_WORKER_MAX_JOBS", &c.WorkerMaxJobs, 1)
 	integer("CROSSCHECK_WORKER_MAX_FAILURES", &c.WorkerMaxFailures, 1)
 	integer("CROSSCHECK_HTTP_MAX_HEADER_BYTES", &c.HTTP.MaxHeaderBytes, 4096)
+	integer("CROSSCHECK_SSE_MAX_STREAMS", &c.SSEMaxStreams, 0)
+	integer("CROSSCHECK_SSE_MAX_STREAMS_PER_KEY", &c.SSEMaxStreamsPerKey, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS", &c.HTTP.MaxConns, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR", &c.HTTP.MaxConnsPerAddr, 0)
 	if v := os.Getenv("CROSSCHECK_PRINT_FIRST_KEY"); v != "" {

@@ -5,6 +5,7 @@ package eventstore
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -423,36 +424,80 @@ func (s *Store) LoadAccount(ctx context.Context, accountID string) (*events.Acco
 	return a, nil
 }
 
+// followInactive is how long JetStream keeps a follow's consumer that no
+// client pulls from: a safety net for a consumer whose deletion at the end of
+// its follow did not reach the server (the process died, or lost NATS).
+const followInactive = 30 * time.Second
+
+// followResetAttempts is how many times a follow tries to recreate its
+// consumer after losing it (a gap, a missed heartbeat, a leader change)
+// before it fails: the attempts are about 1, 2 and 4 s apart.
+const followResetAttempts = 4
+
 // Follow streams the events of stream matching filter, from the first one on
 // and then live, through an ordered consumer, until ctx ends. The error
-// channel receives at most one error and is closed with the record channel.
+// channel receives at most one error and is closed with the record channel:
+// the follow fails when its consumer cannot be created, or cannot be
+// recreated within followResetAttempts tries after it was lost. When the
+// follow ends, for whatever reason, its consumer is deleted from the server
+// before the channels close, so an ended follow holds none of the stream's
+// consumers.
 func (s *Store) Follow(ctx context.Context, stream *Stream, filter string) (<-chan events.Record, <-chan error) {
 	out := make(chan events.Record, 64)
 	errc := make(chan error, 1)
 	go func() {
 		defer close(out)
 		defer close(errc)
-		cons, err := stream.s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{filter},
-			DeliverPolicy:  jetstream.DeliverAllPolicy,
+		// The consumer's names are the prefix, "_" and a serial from 1 on.
+		// Its creation is not cut short when ctx ends (the server could
+		// still create it after the client gave up, and nobody would
+		// delete it); a creation that fails is deleted by its name all the
+		// same, in case it happened.
+		prefix := rand.Text()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+		defer cancel()
+		cons, err := stream.s.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
+			FilterSubjects:    []string{filter},
+			DeliverPolicy:     jetstream.DeliverAllPolicy,
+			InactiveThreshold: followInactive,
+			MaxResetAttempts:  followResetAttempts,
+			NamePrefix:        prefix,
 		})
 		if err != nil {
-			errc <- classify("follow "+filter, err)
+			if ctx.Err() == nil {
+				errc <- classify("follow "+filter, err)
+			}
+			s.deleteConsumer(stream, prefix+"_1")
 			return
 		}
 		it, err := cons.Messages()
 		if err != nil {
 			errc <- classify("follow "+filter, err)
+			s.deleteFollow(stream, cons)
 			return
 		}
-		go func() {
-			<-ctx.Done()
+		done := make(chan struct{})
+		defer func() {
+			close(done)
 			it.Stop()
+			s.deleteFollow(stream, cons)
+		}()
+		go func() {
+			select {
+			case <-ctx.Done():
+				it.Stop()
+			case <-done:
+			}
 		}()
 		for {
 			msg, err := it.Next()
 			if err != nil {
-				if ctx.Err() == nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				if ctx.Err() == nil {
+					// Only the end of ctx stops the iterator on purpose;
+					// closed otherwise, the connection closed under it.
+					if errors.Is(err, jetstream.ErrMsgIteratorClosed) && s.nc.IsClosed() {
+						err = nats.ErrConnectionClosed
+					}
 					errc <- classify("follow "+filter, err)
 				}
 				return
@@ -475,6 +520,24 @@ func (s *Store) Follow(ctx context.Context, stream *Stream, filter string) (<-ch
 		}
 	}()
 	return out, errc
+}
+
+// deleteFollow deletes the consumer an ended follow used last. The ordered
+// consumer recreates its consumer only inside the iterator's Next, which has
+// returned for the last time, so the cached name is the last one; the ones
+// before it the client library deleted as it replaced them.
+func (s *Store) deleteFollow(stream *Stream, cons jetstream.Consumer) {
+	if info := cons.CachedInfo(); info != nil {
+		s.deleteConsumer(stream, info.Name)
+	}
+}
+
+// deleteConsumer deletes the consumer name of stream, if it exists, within
+// requestTimeout; a failure is left to the consumer's inactive threshold.
+func (s *Store) deleteConsumer(stream *Stream, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	_ = stream.DeleteConsumer(ctx, name)
 }
 
 // FollowQuery follows the events of one query.

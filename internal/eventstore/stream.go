@@ -27,6 +27,9 @@ type State struct {
 	Msgs uint64
 	// LastSeq is the sequence of the last message stored; 0 when none ever was.
 	LastSeq uint64
+	// Consumers is the number of consumers the stream has, durable and
+	// ephemeral, of every process.
+	Consumers int
 }
 
 // State reads the stream's state from the server.
@@ -35,7 +38,7 @@ func (st *Stream) State(ctx context.Context) (State, error) {
 	if err != nil {
 		return State{}, classify("info "+st.name, err)
 	}
-	return State{Msgs: info.State.Msgs, LastSeq: info.State.LastSeq}, nil
+	return State{Msgs: info.State.Msgs, LastSeq: info.State.LastSeq, Consumers: info.State.Consumers}, nil
 }
 
 // Message is one stored message of a stream.

@@ -48,6 +48,9 @@ type Server struct {
 	DocsURL string
 	// Heartbeat is the interval of SSE heartbeat comments.
 	Heartbeat time.Duration
+	// MaxStreams bounds the open event streams of the server, and
+	// MaxStreamsPerKey those of one API key; zero is no bound.
+	MaxStreams, MaxStreamsPerKey int
 	// Ready reports whether the service can take requests.
 	Ready func(ctx context.Context) error
 	// Stopping, when set, reports that the process is shutting down: it is
@@ -55,6 +58,8 @@ type Server struct {
 	// the client resubmits (to another process) with the same
 	// Idempotency-Key. Reads and open streams go on until the servers stop.
 	Stopping func() bool
+
+	streams streamSlots
 }
 
 // Handler returns the public API's router.
@@ -69,7 +74,7 @@ func (s *Server) Handler() http.Handler {
 		r.Use(s.authenticate)
 		r.Post("/queries", s.submit)
 		r.Get("/queries/{id}", s.get)
-		r.With(longLived(s.streamWindow)).Get("/queries/{id}/stream", s.stream)
+		r.With(s.boundStreams, longLived(s.streamWindow)).Get("/queries/{id}/stream", s.stream)
 		r.Get("/models", s.models)
 		r.Post("/estimate-cost", s.estimate)
 	})

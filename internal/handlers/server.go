@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
@@ -192,4 +193,61 @@ func closeUnread(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 {
 		w.Header().Set("Connection", "close")
 	}
+}
+
+// streamSlots counts the open event streams of a process, in all and per
+// API key.
+type streamSlots struct {
+	mu     sync.Mutex
+	total  int
+	perKey map[string]int
+}
+
+// acquire takes a slot for key, or returns the refusal: rate_limited when
+// key holds perKey streams, service_restarting when the process holds max.
+// A bound of zero is no bound. A taken slot is given back by release.
+func (sl *streamSlots) acquire(key string, max, perKey int) *apperr.Error {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if perKey > 0 && sl.perKey[key] >= perKey {
+		return &apperr.Error{Code: apperr.RateLimited, RetryAfter: 5,
+			Message: fmt.Sprintf("this API key holds its maximum of %d open event streams; close one, or poll GET /v1/queries/{id}", perKey)}
+	}
+	if max > 0 && sl.total >= max {
+		return &apperr.Error{Code: apperr.ServiceRestarting, RetryAfter: 1,
+			Message: fmt.Sprintf("this server holds its maximum of %d open event streams; retry shortly", max)}
+	}
+	if sl.perKey == nil {
+		sl.perKey = map[string]int{}
+	}
+	sl.total++
+	sl.perKey[key]++
+	return nil
+}
+
+func (sl *streamSlots) release(key string) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	sl.total--
+	if sl.perKey[key]--; sl.perKey[key] <= 0 {
+		delete(sl.perKey, key)
+	}
+}
+
+// boundStreams holds each event stream to the process's bounds, before the
+// stream sends anything: at most MaxStreamsPerKey open streams per API key,
+// refused with 429 rate_limited, and at most MaxStreams in all, refused with
+// 503 service_restarting. Each open stream holds one of the event stream's
+// consumers on the NATS server, which are shared by every process and
+// tenant.
+func (s *Server) boundStreams(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := caller(r).Fingerprint
+		if e := s.streams.acquire(key, s.MaxStreams, s.MaxStreamsPerKey); e != nil {
+			s.writeError(w, r, e, "")
+			return
+		}
+		defer s.streams.release(key)
+		next.ServeHTTP(w, r)
+	})
 }

@@ -94,7 +94,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, ": heartbeat\n\n")
 			flusher.Flush()
 		case err := <-errc:
-			s.followEnded(w, r, id, started, err)
+			s.followEnded(w, r, id, started, doc, err)
 			return
 		case rec, ok := <-recs:
 			if !ok {
@@ -105,7 +105,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 				case err = <-errc:
 				default:
 				}
-				s.followEnded(w, r, id, started, err)
+				s.followEnded(w, r, id, started, doc, err)
 				return
 			}
 			doc.Apply(rec)
@@ -126,19 +126,37 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 }
 
 // followEnded ends a stream whose follow of the query ended before the
-// terminal event: the client reconnects with Last-Event-ID. A stream that has
-// not started answers with the error, service_restarting for the store.
-func (s *Server) followEnded(w http.ResponseWriter, r *http.Request, id string, started bool, err error) {
-	if started {
-		if err != nil {
-			logger(r).Warn().Err(err).Str("request_id", id).Msg("stream: following the query failed; the client reconnects")
-		}
-		return
-	}
+// terminal event. A stream that has not started answers with the error
+// envelope; one that has ends with an error event carrying it, the query's
+// id and its status as far as the stream told it, so the client is not left
+// waiting on a silent connection. The error is service_restarting when the
+// follow failed on the store (or ended without saying why): the query goes
+// on, and the client reconnects with Last-Event-ID.
+func (s *Server) followEnded(w http.ResponseWriter, r *http.Request, id string, started bool, doc *projections.QueryDoc, err error) {
 	if err == nil {
 		err = apperr.New(apperr.ServiceRestarting, "the event stream of this query ended; reconnect with Last-Event-ID")
 	}
-	s.writeError(w, r, err, id)
+	if !started {
+		s.writeError(w, r, err, id)
+		return
+	}
+	logger(r).Warn().Err(err).Str("request_id", id).Msg("stream: following the query failed; ended with an error event")
+	e := apperr.From(err)
+	if e.Code == apperr.ServiceRestarting && e.Message != "" && err != error(e) {
+		// The store's failure: say what the client does about it.
+		e = &apperr.Error{Code: apperr.ServiceRestarting, RetryAfter: e.RetryAfter,
+			Message: "following this query's events failed; the query goes on: reconnect with Last-Event-ID, or poll it"}
+	}
+	status := doc.Result.Status
+	if status == "" {
+		// The query exists (it was read before the stream started), so it
+		// was accepted at least.
+		status = "queued"
+	}
+	writeEvent(w, doc.Seq, sseEvent{"error", StreamError{ErrorBody: Envelope(e, id, s.DocsURL), RequestID: id, Status: status}})
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 type sseEvent struct {
