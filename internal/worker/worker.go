@@ -125,15 +125,30 @@ func (w *Worker) Run(ctx context.Context) error {
 	// the in-progress keep-alive. MaxAckPending is left to the workers: each
 	// pulls only what it has room for, so any number of them share the
 	// consumer and every one is bounded by its own MaxJobs.
-	cons, err := w.Store.Jobs(ctx, eventstore.JobsConfig{AckWait: w.AckWait, MaxDeliver: w.maxDeliver()})
-	if err != nil {
-		return err
-	}
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelJobs()
-	exhausted, err := w.watchExhausted(ctx, jobCtx)
-	if err != nil {
-		return err
+	var (
+		cons      *eventstore.Jobs
+		exhausted *eventstore.Consumption
+	)
+	// A consumer that cannot be created yet (a request lost on a cluster
+	// electing its leaders, say) is asked for again until it can be: a
+	// worker that gave up would stay up and take no job.
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		var err error
+		if cons == nil {
+			cons, err = w.Store.Jobs(ctx, eventstore.JobsConfig{AckWait: w.AckWait, MaxDeliver: w.maxDeliver()})
+		}
+		if err == nil {
+			if exhausted, err = w.watchExhausted(ctx, jobCtx); err == nil {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		w.Log.Warn().Err(err).Dur("retry_in", delay).Msg("worker: cannot consume the job queue yet")
+		sleep(ctx, delay)
 	}
 	var jobs sync.WaitGroup
 	slots := make(chan struct{}, w.MaxJobs)
