@@ -15,27 +15,34 @@ type QueryRequest struct {
 	Prompt       string             `json:"prompt"`
 	Models       map[string]*string `json:"models,omitempty"`
 	CustomModels []string           `json:"custom_models,omitempty"`
+	// Files are file ids (POST /v1/files) the query attaches: at most 5,
+	// 20 MB combined, each the caller's and not expired.
+	Files []string `json:"files,omitempty"`
 }
 
 // Query is a query as GET /v1/queries/{id} returns it.
 type Query struct {
-	RequestID       string        `json:"request_id"`
-	Object          string        `json:"object"`
-	Mode            string        `json:"mode"`
-	Status          string        `json:"status"`
-	Stage           string        `json:"stage"`
-	ProgressPercent int           `json:"progress_percent"`
-	Answer          *Answer       `json:"answer,omitempty"`
-	Models          []ModelResult `json:"models"`
-	Synthesis       *Synthesis    `json:"synthesis,omitempty"`
+	RequestID       string  `json:"request_id"`
+	Object          string  `json:"object"`
+	Mode            string  `json:"mode"`
+	Status          string  `json:"status"`
+	Stage           string  `json:"stage"`
+	ProgressPercent int     `json:"progress_percent"`
+	Answer          *Answer `json:"answer,omitempty"`
+	// Files are the files the query attaches; absent when none.
+	Files     []AttachedFile `json:"files,omitempty"`
+	Models    []ModelResult  `json:"models"`
+	Synthesis *Synthesis     `json:"synthesis,omitempty"`
 	// Justify and Verify are the blocks of their modes, null in the others.
-	Justify     *JustifyResult `json:"justify"`
-	Verify      *VerifyResult  `json:"verify"`
-	Credits     QueryCredits   `json:"credits"`
-	Error       *QueryError    `json:"error,omitempty"`
-	CreatedAt   time.Time      `json:"created_at"`
-	StartedAt   *time.Time     `json:"started_at,omitempty"`
-	CompletedAt *time.Time     `json:"completed_at,omitempty"`
+	Justify *JustifyResult `json:"justify"`
+	Verify  *VerifyResult  `json:"verify"`
+	Credits QueryCredits   `json:"credits"`
+	Error   *QueryError    `json:"error,omitempty"`
+	// Missing says which attached files a model could not see at all.
+	Missing     []string   `json:"missing,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	CompletedAt *time.Time `json:"completed_at,omitempty"`
 }
 
 // Answer is the one aggregated answer of a query.
@@ -91,6 +98,24 @@ type ModelResult struct {
 	Credits     float64     `json:"credits"`
 	LatencyMS   int64       `json:"latency_ms"`
 	Error       *ModelError `json:"error,omitempty"`
+	// Files says how the model received each attached file.
+	Files []ModelFile `json:"files,omitempty"`
+}
+
+// AttachedFile is a file a query attaches.
+type AttachedFile struct {
+	FileID    string `json:"file_id"`
+	Name      string `json:"name"`
+	Kind      string `json:"kind"`
+	MediaType string `json:"media_type"`
+	Bytes     int64  `json:"bytes"`
+}
+
+// ModelFile is how one model received one attached file: Seen is native,
+// text (its extracted text) or none.
+type ModelFile struct {
+	FileID string `json:"file_id"`
+	Seen   string `json:"seen"`
 }
 
 // ModelError says why one model did not answer.

@@ -81,6 +81,10 @@ type Main struct {
 	Now func() time.Time
 	// RetryDelays override providers.DefaultRetryDelays.
 	RetryDelays []time.Duration
+	// Files reads the files queries attach: their metadata at admission,
+	// their bytes and text in the workers. Nil means no file exists, so a
+	// query that attaches one is refused with file_not_found.
+	Files FileStore
 
 	Store    *eventstore.Store
 	Accounts *accounts.Service
@@ -101,6 +105,12 @@ type Main struct {
 	projections projectionHealth
 	wg          sync.WaitGroup
 	closeOnce   sync.Once
+}
+
+// FileStore is what queries need of the uploaded files.
+type FileStore interface {
+	queries.FileLookup
+	modes.FileSource
 }
 
 // Open starts everything and returns once the APIs listen. After an error,
@@ -155,6 +165,10 @@ func (m *Main) Open(ctx context.Context) error {
 	m.Accounts = &accounts.Service{Store: m.Store, Now: m.Now}
 	estimator := &pricing.Estimator{Catalog: m.Catalog, Planner: pricing.PlanFunc(modes.Plan)}
 	models := modes.Models{Providers: registry.Calls(backends, m.RetryDelays, cfg.ModelTimeout), Price: estimator.Cost}
+	var lookup queries.FileLookup
+	if m.Files != nil {
+		models.Files, lookup = m.Files, m.Files
+	}
 	// The modes: the API accepts exactly those the workers run.
 	pipelines := map[string]worker.Mode{
 		events.ModeUnify:   &modes.Unify{Models: models},
@@ -169,7 +183,7 @@ func (m *Main) Open(ctx context.Context) error {
 	m.Ledger = &ledger.Service{Accounts: m.Accounts, Estimator: estimator, Now: m.Now}
 	m.Queries = &queries.Service{
 		Store: m.Store, Catalog: m.Catalog, Modes: accepted, Now: m.Now,
-		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts,
+		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts, Files: lookup,
 	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

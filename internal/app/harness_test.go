@@ -38,6 +38,8 @@ type harness struct {
 	// role is the process's role; empty is serve.
 	role   string
 	client *http.Client
+	// files, when set, is the store of the files queries attach.
+	files FileStore
 }
 
 type clock struct{ offset atomic.Int64 }
@@ -68,6 +70,7 @@ func withProviders(fn func() providers.Set) option { return func(h *harness) { h
 func withConfig(fn func(*config.Config)) option    { return func(h *harness) { fn(&h.cfg) } }
 func withSearch(b search.Backend) option           { return func(h *harness) { h.search = b } }
 func withRole(role string) option                  { return func(h *harness) { h.role = role } }
+func withFiles(f FileStore) option                 { return func(h *harness) { h.files = f } }
 
 // newConfig returns the settings of a test process: its own data dir,
 // free loopback ports, short waits.
@@ -115,7 +118,7 @@ func (h *harness) start() {
 	if h.providers != nil {
 		m.Providers = h.providers()
 	}
-	m.Search, m.Role = h.search, h.role
+	m.Search, m.Role, m.Files = h.search, h.role, h.files
 	if err := m.Open(context.Background()); err != nil {
 		m.Close()
 		h.t.Fatalf("open: %v", err)

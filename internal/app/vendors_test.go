@@ -23,12 +23,14 @@ type vendors struct {
 	srv  *httptest.Server
 	mu   sync.Mutex
 	auth map[string]string // wire format → the credential header it received
+	// bodies are the request bodies each wire format received, in order.
+	bodies map[string][]string
 }
 
 const synthesisJSON = `{"answer":"one answer from four vendors","conflicts":[{"topic":"key figure","positions":[{"model":"provider_a","position":"1"},{"model":"provider_b","position":"2"}],"resolution":"majority"}]}`
 
 func newVendors(t *testing.T) *vendors {
-	v := &vendors{auth: map[string]string{}}
+	v := &vendors{auth: map[string]string{}, bodies: map[string][]string{}}
 	v.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var req map[string]any
@@ -37,6 +39,7 @@ func newVendors(t *testing.T) *vendors {
 		note := func(format, header string) {
 			v.mu.Lock()
 			v.auth[format] = r.Header.Get(header)
+			v.bodies[format] = append(v.bodies[format], string(body))
 			v.mu.Unlock()
 		}
 		switch {

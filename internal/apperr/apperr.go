@@ -31,6 +31,13 @@ const (
 	MethodNotAllowed    = "method_not_allowed"
 	Internal            = "internal_error"
 
+	// Codes of the files a query attaches (400): the list itself is not
+	// acceptable (not an array of file ids, more than 5, repeats, over 20 MB
+	// combined), a file is unknown or another account's, a file has expired.
+	InvalidFiles = "invalid_files"
+	FileNotFound = "file_not_found"
+	FileExpired  = "file_expired"
+
 	// Admin API codes.
 	InvalidAdminToken = "invalid_admin_token"
 	InvalidTransition = "invalid_transition"

@@ -42,6 +42,38 @@ type Model struct {
 	ExpectedOutput int `json:"-"`
 	// Upstream is the vendor's name for the model; empty means the model_id.
 	Upstream string `json:"-"`
+	// Reads is what the model reads natively besides text. A file of a kind
+	// it does not read reaches it as its extracted text, or, for an image,
+	// as a note that the image is not visible to it.
+	Reads Reads `json:"-"`
+}
+
+// Reads says which attached files a model reads natively.
+type Reads struct {
+	// Images: PNG, JPEG, GIF and WEBP images.
+	Images bool
+	// PDF: PDF documents, each page's text and image.
+	PDF bool
+}
+
+// Kinds of an attached file, as the files service classifies an upload.
+const (
+	KindImage    = "image"
+	KindPDF      = "pdf"
+	KindDocument = "document"
+	KindText     = "text"
+)
+
+// Native reports whether the model reads a file of kind natively; documents
+// (DOC, DOCX) and text always reach a model as text.
+func (m Model) Native(kind string) bool {
+	switch kind {
+	case KindImage:
+		return m.Reads.Images
+	case KindPDF:
+		return m.Reads.PDF
+	}
+	return false
 }
 
 // UpstreamName is the name the vendor knows the model by.
@@ -155,6 +187,11 @@ func Simulated() *Catalog {
 			if key == ProviderA {
 				m.Tokenizer = "o200k_base" // provider_a plays an OpenAI-family model
 			}
+			// Each plays what its vendor counterpart reads: provider_d an
+			// OpenAI-compatible host without vision or PDF input.
+			if key != ProviderD {
+				m.Reads = Reads{Images: true, PDF: true}
+			}
 			return m
 		}
 		std := model("standard", "Standard", TierStandard)
@@ -184,35 +221,43 @@ func title(s string) string { return string(s[0]-'a'+'A') + s[1:] }
 // host). It follows spec 2.2: four models per provider, one standard default;
 // provider_d has one standard, two budget and one premium model. Prices follow
 // the tiers of the simulated catalog.
+//
+// What each model reads natively follows its vendor's documentation: the
+// OpenAI models take images (input_image) and PDFs (input_file) in the
+// Responses API; the Claude models image and PDF document blocks; the Gemini
+// models both as inline data. Over chat completions, Mistral Medium and Small
+// take image parts (vision); Ministral 8B and Mistral Large read text only,
+// and no Mistral model takes a PDF there.
 func Vendor() *Catalog {
-	row := func(id, name, tier, tokenizer string) Model {
-		return Model{ID: id, Name: name, Tier: tier, Default: tier == TierStandard, Pricing: priced(tier), Tokenizer: tokenizer, ExpectedOutput: 600}
+	all := Reads{Images: true, PDF: true}
+	row := func(id, name, tier, tokenizer string, reads Reads) Model {
+		return Model{ID: id, Name: name, Tier: tier, Default: tier == TierStandard, Pricing: priced(tier), Tokenizer: tokenizer, ExpectedOutput: 600, Reads: reads}
 	}
 	const oai = "o200k_base"
 	return &Catalog{Providers: []Provider{
 		{Key: ProviderA, Models: []Model{
-			row("gpt-4.1", "GPT-4.1", TierStandard, oai),
-			row("gpt-4.1-mini", "GPT-4.1 mini", TierBudget, oai),
-			row("gpt-5", "GPT-5", TierPremium, oai),
-			row("o3", "o3", TierPremium, oai),
+			row("gpt-4.1", "GPT-4.1", TierStandard, oai, all),
+			row("gpt-4.1-mini", "GPT-4.1 mini", TierBudget, oai, all),
+			row("gpt-5", "GPT-5", TierPremium, oai, all),
+			row("o3", "o3", TierPremium, oai, all),
 		}},
 		{Key: ProviderB, Models: []Model{
-			row("claude-sonnet-4-5", "Claude Sonnet 4.5", TierStandard, ""),
-			row("claude-haiku-4-5", "Claude Haiku 4.5", TierBudget, ""),
-			row("claude-opus-4-1", "Claude Opus 4.1", TierPremium, ""),
-			row("claude-opus-4-5", "Claude Opus 4.5", TierPremium, ""),
+			row("claude-sonnet-4-5", "Claude Sonnet 4.5", TierStandard, "", all),
+			row("claude-haiku-4-5", "Claude Haiku 4.5", TierBudget, "", all),
+			row("claude-opus-4-1", "Claude Opus 4.1", TierPremium, "", all),
+			row("claude-opus-4-5", "Claude Opus 4.5", TierPremium, "", all),
 		}},
 		{Key: ProviderC, Models: []Model{
-			row("gemini-2.5-flash", "Gemini 2.5 Flash", TierStandard, ""),
-			row("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite", TierBudget, ""),
-			row("gemini-2.5-pro", "Gemini 2.5 Pro", TierPremium, ""),
-			row("gemini-3-pro-preview", "Gemini 3 Pro (preview)", TierPremium, ""),
+			row("gemini-2.5-flash", "Gemini 2.5 Flash", TierStandard, "", all),
+			row("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite", TierBudget, "", all),
+			row("gemini-2.5-pro", "Gemini 2.5 Pro", TierPremium, "", all),
+			row("gemini-3-pro-preview", "Gemini 3 Pro (preview)", TierPremium, "", all),
 		}},
 		{Key: ProviderD, Models: []Model{
-			row("mistral-medium-latest", "Mistral Medium", TierStandard, ""),
-			row("mistral-small-latest", "Mistral Small", TierBudget, ""),
-			row("ministral-8b-latest", "Ministral 8B", TierBudget, ""),
-			row("mistral-large-latest", "Mistral Large", TierPremium, ""),
+			row("mistral-medium-latest", "Mistral Medium", TierStandard, "", Reads{Images: true}),
+			row("mistral-small-latest", "Mistral Small", TierBudget, "", Reads{Images: true}),
+			row("ministral-8b-latest", "Ministral 8B", TierBudget, "", Reads{}),
+			row("mistral-large-latest", "Mistral Large", TierPremium, "", Reads{}),
 		}},
 	}}
 }

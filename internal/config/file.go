@@ -86,6 +86,9 @@ type Model struct {
 	OutputPerMillion int64  `yaml:"output_per_million"`
 	Tokenizer        string `yaml:"tokenizer"`
 	ExpectedOutput   int    `yaml:"expected_output_tokens"`
+	// Reads lists what the model reads natively besides text: "images",
+	// "pdf". A file of another kind reaches it as extracted text.
+	Reads []string `yaml:"reads"`
 }
 
 var providerKeys = map[string]bool{"provider_a": true, "provider_b": true, "provider_c": true, "provider_d": true}
@@ -130,6 +133,11 @@ func ParseFile(raw []byte) (*File, error) {
 			}
 			if m.Default {
 				defaults++
+			}
+			for _, r := range m.Reads {
+				if r != "images" && r != "pdf" {
+					errs = append(errs, fmt.Sprintf("providers.%s.models[%d].reads: %q is not one of images, pdf", key, i, r))
+				}
 			}
 		}
 		if len(b.Models) > 0 && defaults != 1 {

@@ -93,6 +93,50 @@ type QuerySubmitted struct {
 	Models         []ModelRef `json:"models"`
 	// EstimatedMicros is the pre-flight estimate reserved for the query.
 	EstimatedMicros int64 `json:"estimated_micros"`
+	// Files are the files attached to the query, in the request's order,
+	// each with the models that read it natively: the routing decided at
+	// admission, which every run of the query follows. Never the content.
+	Files []FileRef `json:"files,omitempty"`
+}
+
+// FileRef is a file attached to a query: what identifies it and how each
+// model receives it. A model listed in NativeFor receives the file in its
+// vendor's native form; any other model receives its extracted text (when
+// TextChars > 0) with its name as a heading, or, for an image or a file
+// without text, a note that it cannot see the file.
+type FileRef struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Kind      string `json:"kind"` // image, pdf, document, text
+	MediaType string `json:"media_type"`
+	Bytes     int64  `json:"bytes"`
+	SHA256    string `json:"sha256"`
+	// Pages is the page count of a PDF or document, 0 when unknown.
+	Pages int `json:"pages,omitempty"`
+	// TextChars is the length of the extracted text in characters.
+	TextChars int `json:"text_chars"`
+	// NativeFor are the keys (ModelRef.Key) of the models that read the
+	// file natively.
+	NativeFor []string `json:"native_for,omitempty"`
+}
+
+// How a model received an attached file.
+const (
+	FileSeenNative = "native"
+	FileSeenText   = "text"
+	FileSeenNone   = "none"
+)
+
+// SeenBy says how the model with key receives f: natively, as extracted
+// text, or not at all.
+func (f FileRef) SeenBy(key string) string {
+	switch {
+	case slices.Contains(f.NativeFor, key):
+		return FileSeenNative
+	case f.TextChars > 0:
+		return FileSeenText
+	}
+	return FileSeenNone
 }
 
 // QueryStarted says a worker began running the query.

@@ -382,7 +382,9 @@ func examples(t *testing.T) map[string]events.Event {
 	capMicros := int64(1_000_000)
 	evs := []events.Event{
 		events.QuerySubmitted{RequestID: "req_" + ulid(), AccountID: "acct_" + strings.ToLower(ulid()), KeyFingerprint: "f824173q",
-			Mode: events.ModeVerify, Prompt: "Tell me about Mount Everest, the Danube and the Eiffel Tower.", Models: []events.ModelRef{sim, byom}, EstimatedMicros: 1_208_750},
+			Mode: events.ModeVerify, Prompt: "Tell me about Mount Everest, the Danube and the Eiffel Tower.", Models: []events.ModelRef{sim, byom}, EstimatedMicros: 1_208_750,
+			Files: []events.FileRef{{ID: "file_" + ulid(), Name: "report.pdf", Kind: "pdf", MediaType: "application/pdf", Bytes: 48_213,
+				SHA256: strings.Repeat("ab", 32), Pages: 3, TextChars: 5_120, NativeFor: []string{"provider_a"}}}},
 		events.QueryStarted{},
 		events.ModelAnswered{Model: full, Answer: "Mount Everest is 8,849 metres tall [1].", Citations: []events.Citation{citation}, Usage: usage, LatencyMS: 2000, CostMicros: 112_000},
 		events.ModelFailed{Model: full, Class: "rate_limited", Message: "rate_limit_error: too many requests", UpstreamStatus: 429, LatencyMS: 1000},

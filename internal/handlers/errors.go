@@ -17,7 +17,8 @@ import (
 // Status maps an error code to its HTTP status. It is the only place that does.
 func Status(code string) int {
 	switch code {
-	case apperr.InvalidRequest, apperr.InvalidPrompt, apperr.InvalidMode, apperr.InvalidModels, apperr.InvalidModel:
+	case apperr.InvalidRequest, apperr.InvalidPrompt, apperr.InvalidMode, apperr.InvalidModels, apperr.InvalidModel,
+		apperr.InvalidFiles, apperr.FileNotFound, apperr.FileExpired:
 		return http.StatusBadRequest
 	case apperr.InsufficientCredits, apperr.MonthlyCapExceeded:
 		return http.StatusPaymentRequired

@@ -28,6 +28,8 @@ type Models struct {
 	Providers providers.Set
 	// Price is the metered cost of a call's usage, in micro-credits.
 	Price func(events.ModelRef, events.Usage) int64
+	// Files reads the files queries attach; nil when none can be read.
+	Files FileSource
 }
 
 // meter is what a call reported and cost.
@@ -62,14 +64,27 @@ func (m *Models) meter(ref events.ModelRef, resp providers.Response) meter {
 // ask runs a call that must answer with a JSON object valid for schema and
 // decodes it into out.
 func (m *Models) ask(ctx context.Context, ref events.ModelRef, purpose, instructions, input string, schema *providers.Schema, out any) (meter, error) {
-	resp, err := m.complete(ctx, ref, providers.Request{
+	return m.askFiles(ctx, nil, ref, purpose, instructions, input, schema, out)
+}
+
+// askFiles is ask with the files of j's query, as ref receives them, when j
+// is not nil.
+func (m *Models) askFiles(ctx context.Context, j *job, ref events.ModelRef, purpose, instructions, input string, schema *providers.Schema, out any) (meter, error) {
+	req := providers.Request{
 		Purpose: purpose,
 		Messages: []providers.Message{
 			{Role: providers.RoleSystem, Content: instructions},
 			{Role: providers.RoleUser, Content: input},
 		},
 		Schema: schema,
-	})
+	}
+	if j != nil {
+		var err error
+		if req, err = j.withFiles(ctx, m.Files, ref, req); err != nil {
+			return meter{}, err
+		}
+	}
+	resp, err := m.complete(ctx, ref, req)
 	if err != nil {
 		return meter{}, err
 	}
@@ -92,7 +107,8 @@ func stepFailed(step string, ref *events.ModelRef, err error) events.StepFailed 
 // job is one run of a query: the query as recorded so far, this run's
 // events included, shared by the goroutines of the run.
 type job struct {
-	emit Emit
+	emit  Emit
+	files fileSet
 
 	mu sync.Mutex
 	q  *events.Query
@@ -277,12 +293,16 @@ func (m *Models) writeAnswer(ctx context.Context, ref events.ModelRef, instructi
 		Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, nil
 }
 
-// answer is a model's plain answer to the question.
-func (m *Models) answer(ctx context.Context, ref events.ModelRef, prompt string) events.Event {
-	resp, err := m.complete(ctx, ref, providers.Request{
+// answer is a model's plain answer to the question, with the query's files.
+func (m *Models) answer(ctx context.Context, j *job, ref events.ModelRef, prompt string) events.Event {
+	req, err := j.withFiles(ctx, m.Files, ref, providers.Request{
 		Purpose:  events.StepAnswer,
 		Messages: []providers.Message{{Role: providers.RoleUser, Content: prompt}},
 	})
+	if err != nil {
+		return failed(ref, providers.Response{}, err)
+	}
+	resp, err := m.complete(ctx, ref, req)
 	if err != nil {
 		return failed(ref, resp, err)
 	}

@@ -88,7 +88,7 @@ func (m *Justify) Run(ctx context.Context, q *events.Query, emit Emit) (events.E
 		return nil, err
 	}
 	if err := j.answerAll(ctx, func(ctx context.Context, ref events.ModelRef) events.Event {
-		return m.answer(ctx, ref, prompt)
+		return m.answer(ctx, j, ref, prompt)
 	}); err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (m *Justify) deliberate(ctx context.Context, j *job, answers []events.Model
 			return err
 		}
 		if err := each(pending, func(a events.ModelAnswered) error {
-			ev, ok := m.revise(ctx, j.q.Submitted, a, answers)
+			ev, ok := m.revise(ctx, j, a, answers)
 			return j.recordOutcome(ctx, ev, ok)
 		}); err != nil {
 			return err
@@ -140,7 +140,9 @@ func (m *Justify) deliberate(ctx context.Context, j *job, answers []events.Model
 
 // revise asks a's model to revise its answer after reading the others'. It
 // returns the ModelRevised event, or a StepFailed and false.
-func (m *Justify) revise(ctx context.Context, sub *events.QuerySubmitted, a events.ModelAnswered, answers []events.ModelAnswered) (events.Event, bool) {
+// The query's files go with the call again, as in round 1.
+func (m *Justify) revise(ctx context.Context, j *job, a events.ModelAnswered, answers []events.ModelAnswered) (events.Event, bool) {
+	sub := j.q.Submitted
 	var others []string
 	for _, o := range answers {
 		if o.Model.Key() != a.Model.Key() {
@@ -161,7 +163,7 @@ func (m *Justify) revise(ctx context.Context, sub *events.QuerySubmitted, a even
 		Answer  string `json:"answer"`
 		Changed bool   `json:"changed"`
 	}
-	mt, err := m.ask(ctx, a.Model, events.StepRevise, reviseInstructions, b.String(),
+	mt, err := m.askFiles(ctx, j, a.Model, events.StepRevise, reviseInstructions, b.String(),
 		&providers.Schema{Name: SchemaRevision, JSON: RevisionSchema}, &out)
 	if err != nil {
 		ref := a.Model

@@ -76,7 +76,7 @@ func TestReviseAnonymisesAndShuffles(t *testing.T) {
 	orders := map[string]bool{}
 	for i := range 12 {
 		sub := &events.QuerySubmitted{RequestID: "req_" + string(rune('a'+i)), Prompt: "q", Models: refs}
-		ev, ok := m.revise(context.Background(), sub, answers[0], answers)
+		ev, ok := m.revise(context.Background(), newJob(&events.Query{Submitted: sub}, nil), answers[0], answers)
 		if !ok {
 			t.Fatalf("revise: %+v", ev)
 		}

@@ -54,7 +54,7 @@ func (u *Unify) Run(ctx context.Context, q *events.Query, emit Emit) (events.Eve
 		return nil, err
 	}
 	if err := j.answerAll(ctx, func(ctx context.Context, m events.ModelRef) events.Event {
-		return u.answer(ctx, m, q.Submitted.Prompt)
+		return u.answer(ctx, j, m, q.Submitted.Prompt)
 	}); err != nil {
 		return nil, err
 	}

@@ -160,15 +160,23 @@ func (m *Verify) research(ctx context.Context, j *job) error {
 		}
 	}
 	prompt := j.q.Submitted.Prompt
+	files := fileSources(j.q.Submitted.Files)
 	return j.answerAll(ctx, func(ctx context.Context, ref events.ModelRef) events.Event {
 		native := m.native(ref)
+		// The attached files are sources too, numbered after the search
+		// results: a claim may be grounded in one (file://<file_id>).
+		var listed []events.Citation
+		if !native {
+			listed = append(listed, sources...)
+		}
+		listed = append(listed, files...)
 		var b strings.Builder
 		fmt.Fprintf(&b, "Question:\n%s\n", prompt)
-		if !native && len(sources) > 0 {
+		if len(listed) > 0 {
 			b.WriteString("\nSearch results:\n")
-			writeSources(&b, sources)
+			writeSources(&b, listed)
 		}
-		resp, err := m.complete(ctx, ref, providers.Request{
+		req, err := j.withFiles(ctx, m.Files, ref, providers.Request{
 			Purpose:   events.StepResearch,
 			WebSearch: native,
 			Messages: []providers.Message{
@@ -177,11 +185,15 @@ func (m *Verify) research(ctx context.Context, j *job) error {
 			},
 		})
 		if err != nil {
+			return failed(ref, providers.Response{}, err)
+		}
+		resp, err := m.complete(ctx, ref, req)
+		if err != nil {
 			return failed(ref, resp, err)
 		}
-		citations := resp.Citations
-		if !native {
-			citations = cited(resp.Text, sources)
+		citations := cited(resp.Text, listed)
+		if native {
+			citations = append(slices.Clone(resp.Citations), citations...)
 		}
 		mt := m.meter(ref, resp)
 		return events.ModelAnswered{Model: ref, Answer: resp.Text, Citations: citations, Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}
@@ -433,6 +445,9 @@ func (m *Verify) crossCheck(ctx context.Context, j *job, answers []events.ModelA
 		return nil
 	}
 	claims := j.q.Merged.Claims
+	if err := m.searchFiles(ctx, j, claims); err != nil {
+		return err
+	}
 	if err := m.searchEvidence(ctx, j, claims); err != nil {
 		return err
 	}
@@ -455,14 +470,50 @@ func (m *Verify) crossCheck(ctx context.Context, j *job, answers []events.ModelA
 			return err
 		}
 		sources := claimSources(j.q.Evidence)
+		texts, err := j.files.texts(ctx, m.Files, j.q.Submitted.Files)
+		if err != nil {
+			return err
+		}
 		if err := each(pending, func(a events.ModelAnswered) error {
-			ev, ok := m.assess(ctx, j.q.Submitted.Prompt, a.Model, work[a.Model.Key()], sources)
+			ev, ok := m.assess(ctx, j, a.Model, work[a.Model.Key()], sources, texts)
 			return j.recordOutcome(ctx, ev, ok)
 		}); err != nil {
 			return err
 		}
 	}
 	return j.record(ctx, events.VerdictsGiven{Verdicts: Aggregate(claims, j.q.Evidence, j.q.Assessed)})
+}
+
+// searchFiles looks for each claim not looked up yet in the text of the
+// query's files, recording what it finds (file://<file_id>#page=N, no
+// content) as the claim's evidence of backend FilesBackend.
+func (m *Verify) searchFiles(ctx context.Context, j *job, claims []events.Claim) error {
+	files := j.q.Submitted.Files
+	if len(files) == 0 {
+		return nil
+	}
+	texts, err := j.files.texts(ctx, m.Files, files)
+	if err != nil || len(texts) == 0 {
+		// Files that cannot be read give no evidence; the calls that need
+		// them fail on their own.
+		return nil
+	}
+	done := map[string]bool{}
+	for _, e := range j.q.Evidence {
+		if e.Backend == FilesBackend {
+			done[e.ClaimID] = true
+		}
+	}
+	for _, c := range claims {
+		if done[c.ID] {
+			continue
+		}
+		ev := events.EvidenceRetrieved{ClaimID: c.ID, Query: c.Text, Backend: FilesBackend, Sources: findInFiles(c.Text, files, texts)}
+		if err := j.record(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // searchEvidence runs every query of every claim not searched yet, a few at
@@ -473,7 +524,9 @@ func (m *Verify) searchEvidence(ctx context.Context, j *job, claims []events.Cla
 	}
 	done := map[string]bool{}
 	for _, e := range j.q.Evidence {
-		done[e.ClaimID+"\x00"+e.Query] = true
+		if e.Backend != FilesBackend {
+			done[e.ClaimID+"\x00"+e.Query] = true
+		}
 	}
 	type lookup struct{ claim, query string }
 	var pending []lookup
@@ -535,9 +588,13 @@ func claimSources(evidence []events.EvidenceRetrieved) map[string][]events.Citat
 
 // assess has ref judge claims against their evidence. It returns the
 // ClaimsAssessed event, or a StepFailed and false.
-func (m *Verify) assess(ctx context.Context, prompt string, ref events.ModelRef, claims []events.Claim, sources map[string][]events.Citation) (events.Event, bool) {
+//
+// A source in one of the query's files is given with the passage of the
+// file it points at, taken from the file's text now: no file content is
+// recorded in an event. The judging model gets the query's files too.
+func (m *Verify) assess(ctx context.Context, j *job, ref events.ModelRef, claims []events.Claim, sources map[string][]events.Citation, texts map[string]string) (events.Event, bool) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Question:\n%s\n\nClaims to check:\n", prompt)
+	fmt.Fprintf(&b, "Question:\n%s\n\nClaims to check:\n", j.q.Submitted.Prompt)
 	ids := map[string]bool{}
 	for _, c := range claims {
 		ids[c.ID] = true
@@ -545,12 +602,18 @@ func (m *Verify) assess(ctx context.Context, prompt string, ref events.ModelRef,
 		if len(sources[c.ID]) == 0 {
 			b.WriteString("(no evidence found)\n")
 		}
-		writeSources(&b, sources[c.ID])
+		evidence := slices.Clone(sources[c.ID])
+		for i, src := range evidence {
+			if passage := passageOf(c.Text, src, texts); passage != "" {
+				evidence[i].Snippet = passage
+			}
+		}
+		writeSources(&b, evidence)
 	}
 	var out struct {
 		Assessments []events.Assessment `json:"assessments"`
 	}
-	mt, err := m.ask(ctx, ref, events.StepAssessClaims, assessInstructions, b.String(),
+	mt, err := m.askFiles(ctx, j, ref, events.StepAssessClaims, assessInstructions, b.String(),
 		&providers.Schema{Name: SchemaAssessments, JSON: AssessmentsSchema}, &out)
 	if err != nil {
 		return stepFailed(events.StepAssessClaims, &ref, err), false

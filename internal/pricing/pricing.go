@@ -44,6 +44,8 @@ type Step struct {
 	Answers float64
 	// Context is the rest of its input in tokens: search results, evidence.
 	Context int
+	// Files is whether the call carries the query's attached files.
+	Files bool
 	// Output is its output, in expected answers.
 	Output float64
 }
@@ -82,14 +84,16 @@ type Estimator struct {
 	Planner Planner
 }
 
-// Estimate prices a query of mode over the selected models: every call the
-// mode's pipeline makes (Planner), each model answering at its expected
-// length, the calls of the whole query made by the first selected model.
-// Input tokens are counted with tiktoken for OpenAI-family models, in pieces
-// of at most MaxPieceBytes bytes and each distinct text once per tokenizer,
-// and approximated as one token per four bytes for the others. A
-// customer-owned model costs nothing.
-func (e *Estimator) Estimate(mode, prompt string, selected []events.ModelRef) Estimate {
+// Estimate prices a query of mode over the selected models and attached
+// files: every call the mode's pipeline makes (Planner), each model
+// answering at its expected length, the calls of the whole query made by
+// the first selected model. Input tokens are counted with tiktoken for
+// OpenAI-family models, in pieces of at most MaxPieceBytes bytes and each
+// distinct text once per tokenizer, and approximated as one token per four
+// bytes for the others; each call that carries the files adds FileTokens for
+// each file as the calling model receives it. A customer-owned model costs
+// nothing.
+func (e *Estimator) Estimate(mode, prompt string, selected []events.ModelRef, files []events.FileRef) Estimate {
 	var out Estimate
 	if len(selected) == 0 {
 		return out
@@ -116,6 +120,11 @@ func (e *Estimator) Estimate(mode, prompt string, selected []events.ModelRef) Es
 			if step.Prompt {
 				in += tokens.count(model.Tokenizer, prompt)
 			}
+			if step.Files {
+				for _, f := range files {
+					in += FileTokens(f, f.SeenBy(m.Key()))
+				}
+			}
 			c := Call{Role: step.Role, Model: m, InputTokens: in, OutputTokens: int(step.Output * float64(model.ExpectedOutput))}
 			c.Micros = price(m, model, c.InputTokens, c.OutputTokens)
 			out.Calls = append(out.Calls, c)
@@ -127,6 +136,53 @@ func (e *Estimator) Estimate(mode, prompt string, selected []events.ModelRef) Es
 	}
 	out.Micros = sum + sum*MarginPercent/100
 	return out
+}
+
+// Bounds of what an attached file adds to a call's input, in tokens, for
+// the estimate; the charge follows the usage each vendor reports.
+const (
+	// ImageTokens bounds a natively read image: OpenAI counts at most
+	// about 2,490 (patch-based models; tile-based ones at most 1,445 at
+	// high detail), Anthropic about 1,600 after resizing an image to 1.15
+	// megapixels, Gemini 258 per 768×768 tile (ten tiles fit the bound).
+	ImageTokens = 2600
+	// PDFPageTokens is each page's image of a natively read PDF, on top
+	// of its text: Anthropic and OpenAI send every page as text and image,
+	// Gemini counts 258 per page.
+	PDFPageTokens = 1600
+	// PDFBytesPerPage guesses the pages of a PDF whose page count is not
+	// known: one per 64 KiB.
+	PDFBytesPerPage = 64 << 10
+	// CharsPerToken bounds extracted text's tokens from below: at least
+	// one per three characters, code and non-English text included.
+	CharsPerToken = 3
+	// FileHeadingTokens is the heading a file's text, or the note about a
+	// file a model cannot see, adds to the prompt.
+	FileHeadingTokens = 32
+)
+
+// FileTokens bounds the input tokens f adds to a call of a model that
+// receives it as seen says (events.FileSeen*): a native image ImageTokens;
+// a native PDF its text plus PDFPageTokens per page; extracted text one
+// token per CharsPerToken characters with its heading; a file a model
+// cannot see, the note that says so.
+func FileTokens(f events.FileRef, seen string) int {
+	text := (f.TextChars + CharsPerToken - 1) / CharsPerToken
+	switch {
+	case seen == events.FileSeenNative && f.Kind == catalog.KindImage:
+		return ImageTokens
+	case seen == events.FileSeenNative && f.Kind == catalog.KindPDF:
+		pages := f.Pages
+		if pages <= 0 {
+			pages = int(f.Bytes/PDFBytesPerPage) + 1
+		}
+		return text + pages*PDFPageTokens
+	case seen == events.FileSeenNative:
+		return text + FileHeadingTokens
+	case seen == events.FileSeenText:
+		return text + FileHeadingTokens
+	}
+	return FileHeadingTokens
 }
 
 // Cost is the metered price of a call's reported usage.

@@ -57,7 +57,7 @@ func TestEstimateCountsThePromptOnceInBoundedPieces(t *testing.T) {
 					}
 				})
 				defer restore()
-				est := estimator().Estimate(mode, prompt, selected(t, 4))
+				est := estimator().Estimate(mode, prompt, selected(t, 4), nil)
 				if est.Micros <= 0 {
 					t.Fatalf("estimate %d micro-credits", est.Micros)
 				}
@@ -115,6 +115,6 @@ func BenchmarkEstimateVerify(b *testing.B) {
 	prompt := strings.Repeat("a", 32<<10)
 	e, sel := estimator(), selected(b, 1)
 	for b.Loop() {
-		e.Estimate(events.ModeVerify, prompt, sel)
+		e.Estimate(events.ModeVerify, prompt, sel, nil)
 	}
 }

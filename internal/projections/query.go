@@ -32,16 +32,21 @@ type Result struct {
 	Stage           string         `json:"stage"`
 	ProgressPercent int            `json:"progress_percent"`
 	Answer          *events.Answer `json:"answer,omitempty"`
-	Models          []ModelResult  `json:"models"`
-	Synthesis       *Synthesis     `json:"synthesis,omitempty"`
+	// Files are the files the query attaches; absent when none.
+	Files     []AttachedFile `json:"files,omitempty"`
+	Models    []ModelResult  `json:"models"`
+	Synthesis *Synthesis     `json:"synthesis,omitempty"`
 	// Justify and Verify are the blocks of their modes, null in the others.
-	Justify     *JustifyResult `json:"justify"`
-	Verify      *VerifyResult  `json:"verify"`
-	Credits     QueryCredits   `json:"credits"`
-	Error       *ResultError   `json:"error,omitempty"`
-	CreatedAt   time.Time      `json:"created_at"`
-	StartedAt   *time.Time     `json:"started_at,omitempty"`
-	CompletedAt *time.Time     `json:"completed_at,omitempty"`
+	Justify *JustifyResult `json:"justify"`
+	Verify  *VerifyResult  `json:"verify"`
+	Credits QueryCredits   `json:"credits"`
+	Error   *ResultError   `json:"error,omitempty"`
+	// Missing says what the models did not receive: each attached file a
+	// model could not see at all. Absent when nothing is missing.
+	Missing     []string   `json:"missing,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	CompletedAt *time.Time `json:"completed_at,omitempty"`
 }
 
 // QueryCredits is what a query was estimated to cost and was charged, in
@@ -65,6 +70,26 @@ type ModelResult struct {
 	Credits   float64     `json:"credits"`
 	LatencyMS int64       `json:"latency_ms"`
 	Error     *ModelError `json:"error,omitempty"`
+	// Files says how the model received each attached file, in the
+	// query's order; absent when the query attaches none.
+	Files []ModelFile `json:"files,omitempty"`
+}
+
+// AttachedFile is a file a query attaches.
+type AttachedFile struct {
+	FileID    string `json:"file_id"`
+	Name      string `json:"name"`
+	Kind      string `json:"kind"`
+	MediaType string `json:"media_type"`
+	Bytes     int64  `json:"bytes"`
+}
+
+// ModelFile is how one model received one attached file: Seen is native
+// (the vendor's own file or image input), text (the extracted text, under
+// the file's name) or none (the model could not see it).
+type ModelFile struct {
+	FileID string `json:"file_id"`
+	Seen   string `json:"seen"`
 }
 
 // Model statuses within a query.
@@ -165,11 +190,22 @@ func (d *QueryDoc) Apply(r events.Record) {
 			Models:  make([]ModelResult, 0, len(e.Models)),
 			Credits: QueryCredits{Estimated: events.Credits(e.EstimatedMicros)},
 		}
+		for _, f := range e.Files {
+			res.Files = append(res.Files, AttachedFile{FileID: f.ID, Name: f.Name, Kind: f.Kind, MediaType: f.MediaType, Bytes: f.Bytes})
+		}
 		for _, m := range e.Models {
-			res.Models = append(res.Models, ModelResult{
+			mr := ModelResult{
 				Provider: m.Provider, ModelID: m.ModelID, CustomModel: m.CustomModel,
 				Simulated: m.Simulated, Status: ModelPending, Citations: []events.Citation{},
-			})
+			}
+			for _, f := range e.Files {
+				seen := f.SeenBy(m.Key())
+				mr.Files = append(mr.Files, ModelFile{FileID: f.ID, Seen: seen})
+				if seen == events.FileSeenNone {
+					res.Missing = append(res.Missing, fmt.Sprintf("%s (%s) could not see the file %s (%s): it does not read %s files natively and no text was extracted", m.Key(), m.ModelID, f.Name, f.ID, f.Kind))
+				}
+			}
+			res.Models = append(res.Models, mr)
 		}
 		switch e.Mode {
 		case events.ModeJustify:

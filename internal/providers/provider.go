@@ -38,6 +38,10 @@ type Attachment struct {
 	Name      string
 	MediaType string // e.g. image/png, application/pdf, text/plain
 	Data      []byte
+	// Text is the file's extracted text, "" when it has none. Vendor
+	// backends send Data; a backend that plays a model (the simulated one)
+	// reads Text instead.
+	Text string
 }
 
 // Request is one model call.

@@ -28,26 +28,31 @@ type Request struct {
 	Prompt       string             `json:"prompt"`
 	Models       map[string]*string `json:"models,omitempty"`
 	CustomModels []string           `json:"custom_models,omitempty"`
+	// Files are the file ids the query attaches, in the request's order.
+	Files []string `json:"files,omitempty"`
 	// Selected are the models that run, resolved by the rules of spec 2.1.
 	Selected []events.ModelRef `json:"-"`
 }
 
 // Hash identifies the request's content for Idempotency-Key comparison: two
-// bodies that select the same models for the same mode and prompt have the
-// same hash, whatever their key order, white space, or spelling of the
-// selection (models omitted, or listing each default, or adding null entries).
+// bodies that select the same models for the same mode and prompt, and
+// attach the same files in the same order, have the same hash, whatever
+// their key order, white space, or spelling of the selection (models
+// omitted, or listing each default, or adding null entries).
 func (r Request) Hash() string {
-	b, _ := json.Marshal(struct {
+	v := struct {
 		Mode         string            `json:"mode"`
 		Prompt       string            `json:"prompt"`
 		Selected     []events.ModelRef `json:"selected"`
 		CustomModels []string          `json:"custom_models"`
-	}{r.Mode, r.Prompt, r.Selected, r.CustomModels})
+		Files        []string          `json:"files,omitempty"`
+	}{r.Mode, r.Prompt, r.Selected, r.CustomModels, r.Files}
+	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
 
-var knownFields = map[string]bool{"mode": true, "prompt": true, "models": true, "custom_models": true}
+var knownFields = map[string]bool{"mode": true, "prompt": true, "models": true, "custom_models": true, "files": true}
 
 // Decode parses and validates a POST /v1/queries body against the catalog and
 // the modes this server runs. Every failure is an *apperr.Error naming the
@@ -63,7 +68,7 @@ func Decode(body []byte, cat *catalog.Catalog, modes map[string]bool) (Request, 
 	}
 	for name := range fields {
 		if !knownFields[name] {
-			return Request{}, apperr.New(apperr.InvalidRequest, "unknown field %q: the fields are mode, prompt, models and custom_models", truncate(name))
+			return Request{}, apperr.New(apperr.InvalidRequest, "unknown field %q: the fields are mode, prompt, models, custom_models and files", truncate(name))
 		}
 	}
 	var r Request
@@ -77,6 +82,9 @@ func Decode(body []byte, cat *catalog.Catalog, modes map[string]bool) (Request, 
 		return Request{}, err
 	}
 	if err := decodeCustom(fields["custom_models"], &r); err != nil {
+		return Request{}, err
+	}
+	if err := decodeFiles(fields["files"], &r); err != nil {
 		return Request{}, err
 	}
 	if len(r.Selected) == 0 {

@@ -39,6 +39,9 @@ type Service struct {
 	Accounts interface {
 		Account(ctx context.Context, id string) (*accounts.AccountView, error)
 	}
+	// Files finds the files a query attaches; nil means no file exists, so
+	// a query that attaches one is refused with file_not_found.
+	Files FileLookup
 	// Modes are the modes this server runs.
 	Modes map[string]bool
 	// Limit overrides InflightLimit when positive.
@@ -57,7 +60,10 @@ type Submission struct {
 	Replayed  bool
 }
 
-// Submit validates body and admits it as a query of caller. With an
+// Submit validates body and admits it as a query of caller. The files it
+// attaches must be caller's account's and live (file_not_found,
+// file_expired, invalid_files otherwise); how each model receives each file
+// is decided here and recorded with the submission. With an
 // Idempotency-Key (hasKey), the same key and body within 24 hours give the
 // original request id with Replayed set; a different body gives
 // idempotency_conflict. Identical concurrent submissions make one query.
@@ -73,6 +79,10 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 		}
 	}
 	req, err := Decode(body, s.Catalog, s.Modes)
+	if err != nil {
+		return Submission{}, err
+	}
+	files, err := resolveFiles(ctx, s.Files, s.Catalog, caller.AccountID, req, s.Now())
 	if err != nil {
 		return Submission{}, err
 	}
@@ -119,14 +129,14 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	if err := s.acquire(first, caller.Fingerprint, requestID); err != nil {
 		return refused(err)
 	}
-	estimate := s.Estimator.Estimate(req.Mode, req.Prompt, req.Selected)
+	estimate := s.Estimator.Estimate(req.Mode, req.Prompt, req.Selected, files)
 	if err := s.Credits.Reserve(ctx, caller.AccountID, requestID, estimate.Micros, resuming); err != nil {
 		_ = s.Release(ctx, caller.Fingerprint, requestID)
 		return refused(err)
 	}
 	env, err := events.Wrap(events.AggregateQuery, requestID, events.QuerySubmitted{
 		RequestID: requestID, AccountID: caller.AccountID, KeyFingerprint: caller.Fingerprint,
-		Mode: req.Mode, Prompt: req.Prompt, Models: req.Selected, EstimatedMicros: estimate.Micros,
+		Mode: req.Mode, Prompt: req.Prompt, Models: req.Selected, EstimatedMicros: estimate.Micros, Files: files,
 	}, s.Now())
 	if err != nil {
 		return Submission{}, err
@@ -255,11 +265,15 @@ func (s *Service) Estimate(ctx context.Context, caller accounts.Caller, body []b
 	if err != nil {
 		return Quote{}, err
 	}
+	files, err := resolveFiles(ctx, s.Files, s.Catalog, caller.AccountID, req, s.Now())
+	if err != nil {
+		return Quote{}, err
+	}
 	acc, err := s.Accounts.Account(ctx, caller.AccountID)
 	if err != nil {
 		return Quote{}, err
 	}
-	q := Quote{Mode: req.Mode, Estimate: s.Estimator.Estimate(req.Mode, req.Prompt, req.Selected), Account: acc}
+	q := Quote{Mode: req.Mode, Estimate: s.Estimator.Estimate(req.Mode, req.Prompt, req.Selected, files), Account: acc}
 	q.Sufficient = q.Estimate.Micros <= acc.BalanceMicros
 	q.WithinCap = acc.CapMicros == nil || acc.SpentThisMonth+acc.ReservedMicros+q.Estimate.Micros <= *acc.CapMicros
 	return q, nil

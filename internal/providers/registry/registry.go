@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -69,6 +70,7 @@ func Build(ctx context.Context, cfg config.Config, log zerolog.Logger) (Backends
 					ID: mc.ID, Name: mc.Name, Tier: mc.Tier, Default: mc.Default, Upstream: mc.Upstream, Tokenizer: mc.Tokenizer,
 					Pricing:        catalog.Pricing{InputPerMillion: mc.InputPerMillion, OutputPerMillion: mc.OutputPerMillion},
 					ExpectedOutput: max(mc.ExpectedOutput, 1),
+					Reads:          catalog.Reads{Images: slices.Contains(mc.Reads, "images"), PDF: slices.Contains(mc.Reads, "pdf")},
 				})
 			}
 		}

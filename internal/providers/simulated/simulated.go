@@ -58,7 +58,10 @@ func (c *Client) Complete(ctx context.Context, req providers.Request) (providers
 	for _, m := range req.Messages {
 		in += len(m.Content)
 	}
-	input := last(req.Messages)
+	in += attachmentBytes(req.Attachments)
+	// The attached files' text, read where a question calls for it; the
+	// steps play from the rest of the input.
+	docs, input := attached(last(req.Messages), req.Attachments)
 	var out any
 	switch req.Purpose {
 	case events.StepSynthesis:
@@ -76,9 +79,9 @@ func (c *Client) Complete(ctx context.Context, req providers.Request) (providers
 	case events.StepAssessClaims:
 		out = c.assess(input)
 	case events.StepResearch:
-		resp.Text = c.research(req.Model, input)
+		resp.Text = c.research(req.Model, input, docs)
 	default:
-		resp.Text = c.answer(req.Model, input)
+		resp.Text = c.answer(req.Model, input) + fileLines(input, docs)
 	}
 	if out != nil {
 		raw, err := json.Marshal(out)

@@ -191,7 +191,10 @@ func rewrite(prompt string) answer {
 // search result that speaks of it. One provider (by the question's hash)
 // states the first fact with a planted wrong value; on a third of the
 // questions a second provider does so for the second fact.
-func (c *Client) research(model, prompt string) string {
+//
+// It states the sentences of the attached files that speak of the
+// question as well, each citing its file among the results (file://<id>).
+func (c *Client) research(model, prompt string, docs []doc) string {
 	question := section(prompt, "Question:\n", "\n\nSearch results:")
 	if question == "" {
 		question = prompt
@@ -217,6 +220,16 @@ func (c *Client) research(model, prompt string) string {
 			}
 		}
 		fmt.Fprintf(&b, "- %s\n", s)
+	}
+	for _, f := range fromFiles(question, docs) {
+		line := f.sentence
+		for n, r := range results {
+			if f.doc.id != "" && strings.Contains(r, "file://"+f.doc.id) {
+				line = strings.TrimSuffix(line, ".") + fmt.Sprintf(". [%d]", n+1)
+				break
+			}
+		}
+		fmt.Fprintf(&b, "- %s\n", line)
 	}
 	b.WriteString("- Advice: compare several sources before relying on a single figure.\n")
 	return b.String()
