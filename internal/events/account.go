@@ -7,7 +7,8 @@ import (
 )
 
 // AggregateAccount is the aggregate name of account events:
-// ev.account.<account_id>.<event>. Keys, plans and (later) the ledger live here.
+// ev.account.<account_id>.<event>. Keys and plans live here; the ledger
+// has subjects of its own under it (LedgerSubject).
 const AggregateAccount = "account"
 
 // Plans of spec section 1.7.
@@ -110,7 +111,13 @@ type Account struct {
 	CreatedAt time.Time
 	Keys      map[string]*Key
 	KeyOrder  []string
+	// LastSeq is the sequence of the last event applied, OwnSeq that of the
+	// last on the account's own subjects (OwnFilter), LedgerSeq that of the
+	// last on the ledger's subjects (LedgerFilter): the expected sequences
+	// of the two aggregates' appends.
 	LastSeq   uint64
+	OwnSeq    uint64
+	LedgerSeq uint64
 	Ledger    Ledger
 }
 
@@ -120,11 +127,16 @@ func (a *Account) Exists() bool { return a.ID != "" }
 // Apply folds one stored event into the account.
 func (a *Account) Apply(r Record) {
 	a.LastSeq = r.Seq
+	if OnLedger(r.Envelope.Subject) {
+		a.LedgerSeq = r.Seq
+	} else {
+		a.OwnSeq = r.Seq
+	}
 	switch e := r.Event.(type) {
 	case AccountCreated:
 		a.ID, a.Name, a.Plan, a.CreatedAt = e.AccountID, e.Name, e.Plan, r.Envelope.Time
 		a.Keys = map[string]*Key{}
-	case CreditsGranted, CreditsAdjusted, CreditsReserved, CreditsDebited, CreditsReleased, MonthlyCapSet:
+	case CreditsGranted, CreditsAdjusted, CreditsReserved, CreditsDebited, CreditsReleased, MonthlyCapSet, ChargesSettled:
 		a.applyLedger(r)
 	case KeyCreated:
 		a.Keys[e.Fingerprint] = &Key{
