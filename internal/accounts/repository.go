@@ -120,12 +120,12 @@ func (s *Service) refresh(ctx context.Context, c *cached, accountID string) erro
 		c.a = a
 		return nil
 	}
-	recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), c.a.LastSeq+1)
+	recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), c.a.Read+1)
 	if err != nil {
 		return err
 	}
 	for _, r := range recs {
-		c.a.Apply(r)
+		c.a.CatchUp(r)
 	}
 	return nil
 }
@@ -134,12 +134,12 @@ func (s *Service) refresh(ctx context.Context, c *cached, accountID string) erro
 // process) before the next step decides.
 func (s *Service) Refreshed(ctx context.Context, accountID string) Decide {
 	return func(a *events.Account) ([]events.Event, error) {
-		recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), a.LastSeq+1)
+		recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), a.Read+1)
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range recs {
-			a.Apply(r)
+			a.CatchUp(r)
 		}
 		return nil, nil
 	}

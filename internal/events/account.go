@@ -118,7 +118,12 @@ type Account struct {
 	LastSeq   uint64
 	OwnSeq    uint64
 	LedgerSeq uint64
-	Ledger    Ledger
+	// Read is the sequence up to which every event of the account has been
+	// applied: a command's own append of one aggregate can land after an
+	// event of the other that this copy has not read yet, so LastSeq is no
+	// place to read on from.
+	Read   uint64
+	Ledger Ledger
 }
 
 // Exists reports whether the account was created.
@@ -151,6 +156,24 @@ func (a *Account) Apply(r Record) {
 			}
 		}
 	}
+}
+
+// CatchUp applies r, read from the account's events after Read, unless r
+// was applied already (an append of this copy's own), and moves Read to it.
+// Reads in order from Read+1 therefore never skip nor apply twice an event
+// of either aggregate: each aggregate's events up to its own sequence have
+// all been applied, since each append expects that sequence.
+func (a *Account) CatchUp(r Record) {
+	applied := r.Seq <= a.OwnSeq
+	if OnLedger(r.Envelope.Subject) {
+		applied = r.Seq <= a.LedgerSeq
+	}
+	if !applied {
+		last := max(a.LastSeq, r.Seq)
+		a.Apply(r)
+		a.LastSeq = last
+	}
+	a.Read = max(a.Read, r.Seq)
 }
 
 // StateChange returns the key transition an event carries, if it is one.

@@ -225,3 +225,49 @@ func TestKeysAndLedgerDoNotContend(t *testing.T) {
 		t.Fatalf("a ledger append on a stale ledger sequence: %v, want a conflict", err)
 	}
 }
+
+// A process's key change lands after another process's reservation it has
+// not read (the two aggregates expect different sequences): its next ledger
+// command still decides on that reservation and refuses what the balance
+// cannot hold.
+func TestKeyChangeDoesNotHideAReservation(t *testing.T) {
+	stores := storetest.OpenMany(t, 2)
+	ctx := context.Background()
+	one, two := process(stores[0]), process(stores[1])
+	view, err := one.Accounts.CreateAccount(ctx, "hidden", events.PlanEnterprise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	if _, err := one.Adjust(ctx, acct, 3*events.MicrosPerCredit, "three credits"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := two.Accounts.Account(ctx, acct); err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Reserve(ctx, acct, "req_01M8000000000000000000000B", events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	// Process two appends a key event without reading the reservation.
+	err = two.Accounts.Update(ctx, acct, nil, func(a *events.Account) ([]events.Event, error) {
+		if a.Keys["key00001"] != nil {
+			return nil, nil
+		}
+		return []events.Event{events.KeyCreated{Fingerprint: "key00001", Name: "k", SecretHash: "x"}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Reserve(ctx, acct, "req_01M8000000000000000000000C", events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	// One credit is left: two credits must be refused.
+	err = two.Reserve(ctx, acct, "req_01M8000000000000000000000D", 2*events.MicrosPerCredit, false)
+	if apperr.Code(err) != apperr.InsufficientCredits {
+		t.Fatalf("reserving 2 credits of 1 left: %v, want insufficient_credits", err)
+	}
+	_, a := ledgerOf(t, stores[0], acct)
+	if a.Ledger.BalanceMicros != events.MicrosPerCredit {
+		t.Fatalf("balance %d, want one credit", a.Ledger.BalanceMicros)
+	}
+}
