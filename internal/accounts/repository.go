@@ -45,7 +45,6 @@ func (s *Service) Update(ctx context.Context, accountID string, then func(a *eve
 	c := s.cached(accountID)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	filter := events.Filter(events.AggregateAccount, accountID)
 	stale := c.a == nil
 	for attempt := 0; ; attempt++ {
 		// The cached state is used as it is: an append decided on a stale
@@ -63,12 +62,11 @@ func (s *Service) Update(ctx context.Context, accountID string, then func(a *eve
 				return err
 			}
 			for _, ev := range evs {
-				ev, _ = events.Linked(ev, c.a.Ledger.Head)
-				env, err := events.Wrap(events.AggregateAccount, accountID, ev, s.Now())
+				env, expect, err := s.envelope(accountID, c.a, ev)
 				if err != nil {
 					return err
 				}
-				app, err := s.Store.Append(ctx, env, &eventstore.Expect{Filter: filter, Seq: c.a.LastSeq})
+				app, err := s.Store.Append(ctx, env, expect)
 				if errors.Is(err, eventstore.ErrConflict) {
 					conflict = true
 					break
@@ -96,6 +94,21 @@ func (s *Service) Update(ctx context.Context, accountID string, then func(a *eve
 	}
 }
 
+// envelope wraps one event of a command on a and says what its append
+// expects. A ledger event is chained to the ledger's head and goes on the
+// ledger's subjects, conditional on the ledger's last event; any other event
+// goes on the account's own subjects, conditional on the last of those. Keys
+// and the ledger therefore never fail each other's expectation, in any
+// number of processes.
+func (s *Service) envelope(accountID string, a *events.Account, ev events.Event) (events.Envelope, *eventstore.Expect, error) {
+	if ev, ledger := events.Linked(ev, a.Ledger.Head); ledger {
+		env, err := events.WrapLedger(accountID, ev, s.Now())
+		return env, &eventstore.Expect{Filter: events.LedgerFilter(accountID), Seq: a.LedgerSeq}, err
+	}
+	env, err := events.Wrap(events.AggregateAccount, accountID, ev, s.Now())
+	return env, &eventstore.Expect{Filter: events.OwnFilter(accountID), Seq: a.OwnSeq}, err
+}
+
 // refresh brings the cached aggregate up to the stream: the whole history on
 // first use, then only the events after the cached sequence.
 func (s *Service) refresh(ctx context.Context, c *cached, accountID string) error {
@@ -107,12 +120,12 @@ func (s *Service) refresh(ctx context.Context, c *cached, accountID string) erro
 		c.a = a
 		return nil
 	}
-	recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), c.a.LastSeq+1)
+	recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), c.a.Read+1)
 	if err != nil {
 		return err
 	}
 	for _, r := range recs {
-		c.a.Apply(r)
+		c.a.CatchUp(r)
 	}
 	return nil
 }
@@ -121,12 +134,12 @@ func (s *Service) refresh(ctx context.Context, c *cached, accountID string) erro
 // process) before the next step decides.
 func (s *Service) Refreshed(ctx context.Context, accountID string) Decide {
 	return func(a *events.Account) ([]events.Event, error) {
-		recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), a.LastSeq+1)
+		recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), a.Read+1)
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range recs {
-			a.Apply(r)
+			a.CatchUp(r)
 		}
 		return nil, nil
 	}

@@ -184,8 +184,10 @@ func TestEventsOfARunValidate(t *testing.T) {
 	for _, r := range recs {
 		seen[r.Envelope.Type] = true
 	}
-	if len(seen) < 20 {
-		t.Errorf("the run stored %d event types, want at least 20: %v", len(seen), slices.Sorted(maps.Keys(seen)))
+	// 19: the money of a query is a reservation and a settlement; per-call
+	// debits and releases are what earlier versions wrote.
+	if len(seen) < 19 {
+		t.Errorf("the run stored %d event types, want at least 19: %v", len(seen), slices.Sorted(maps.Keys(seen)))
 	}
 	t.Logf("%d events of %d types checked", len(recs), len(seen))
 }

@@ -26,9 +26,8 @@ func expectRestarting(t *testing.T, r response) {
 // charged and nothing held.
 func (h *harness) chargedOnce(acct string, n int, grant, charged float64) {
 	h.t.Helper()
-	for name, want := range map[string]int{"credits_reserved": n, "credits_released": n} {
-		must(h.t, len(h.ledgerEvents(acct, name)) == want, "%s: %d events, want %d", name, len(h.ledgerEvents(acct, name)), want)
-	}
+	must(h.t, len(h.ledgerEvents(acct, "credits_reserved")) == n, "credits_reserved: %d events, want %d", len(h.ledgerEvents(acct, "credits_reserved")), n)
+	must(h.t, h.settlements(acct) == n, "settlements: %d events, want %d", h.settlements(acct), n)
 	eventually(h.t, 30*time.Second, "the balance read model", func() bool {
 		acc := h.accountView(acct)
 		return near(acc["balance"].(float64), grant-charged) && acc["reserved"] == 0.0

@@ -419,10 +419,7 @@ func TestVerifyResumesAfterACrash(t *testing.T) {
 		must(t, h.countEvents(id, name) == want, "%s appended %d times, want %d", name, h.countEvents(id, name), want)
 	}
 	must(t, h.countEvents(id, "evidence_retrieved") == searches, "searches ran again: %d, then %d", searches, h.countEvents(id, "evidence_retrieved"))
-	calls := map[string]int{}
-	for _, r := range h.ledgerEvents(acct, "credits_debited") {
-		calls[r.Event.(events.CreditsDebited).CallID]++
-	}
+	calls, _ := h.chargedCalls(acct)
 	must(t, len(calls) == 4+4+1+4+1, "%d calls charged, want 14", len(calls))
 	for call, n := range calls {
 		must(t, n == 1, "call %s charged %d times", call, n)

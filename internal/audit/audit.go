@@ -1,6 +1,7 @@
 // Package audit replays the ledger from the event streams and checks it: the
 // per-account hash chain, every balance against the read model, and every
-// query's charge against its debits and its recorded model calls.
+// query's charge (its settlement's itemised calls, and the per-call debits
+// of the older layout) against its recorded model calls.
 package audit
 
 import (
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/projections"
@@ -31,12 +33,39 @@ func (r *Report) problem(format string, args ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
 }
 
+// charge is one call as the ledger charged it: by a debit of the older
+// layout or as an item of a settlement.
+type charge struct {
+	step                   string
+	model                  events.ModelRef
+	in, out                int
+	cost, amount, writeOff int64
+}
+
+// settlement is how a query's reservation was closed.
+type settlement struct {
+	charged int64
+	reason  string
+}
+
 type queryMoney struct {
 	account  string
 	reserved bool
-	settled  *events.CreditsReleased
-	debits   map[string]events.CreditsDebited
+	settled  *settlement
+	debits   map[string]charge
 	sum      int64
+}
+
+// add records the charge of call, once.
+func (m *queryMoney) add(rep *Report, req, call string, c charge) {
+	if _, dup := m.debits[call]; dup {
+		rep.problem("query %s: call %s debited twice", req, call)
+	}
+	m.debits[call] = c
+	m.sum += c.amount
+	if c.amount+c.writeOff != c.cost || c.amount < 0 {
+		rep.problem("query %s, call %s: amount %d + written off %d ≠ cost %d", req, call, c.amount, c.writeOff, c.cost)
+	}
 }
 
 // Run audits every account of the store.
@@ -76,7 +105,7 @@ func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 			q := func(req string) *queryMoney {
 				m := queries[req]
 				if m == nil {
-					m = &queryMoney{account: id, debits: map[string]events.CreditsDebited{}}
+					m = &queryMoney{account: id, debits: map[string]charge{}}
 					queries[req] = m
 					qids = append(qids, req)
 				}
@@ -87,18 +116,28 @@ func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 				q(e.RequestID).reserved = true
 			case events.CreditsDebited:
 				rep.Debits++
+				q(e.RequestID).add(rep, e.RequestID, e.CallID, charge{model: e.Model, in: e.InputTokens, out: e.OutputTokens,
+					cost: e.CostMicros, amount: e.AmountMicros, writeOff: e.WrittenOffMicros})
+			case events.ChargesSettled:
 				m := q(e.RequestID)
-				if _, dup := m.debits[e.CallID]; dup {
-					rep.problem("query %s: call %s debited twice", e.RequestID, e.CallID)
+				if m.settled != nil {
+					rep.problem("query %s: settled twice (seq %d)", e.RequestID, r.Seq)
+					continue
 				}
-				m.debits[e.CallID] = e
-				m.sum += e.AmountMicros
-				if e.AmountMicros+e.WrittenOffMicros != e.CostMicros || e.AmountMicros < 0 {
-					rep.problem("query %s, call %s: amount %d + written off %d ≠ cost %d", e.RequestID, e.CallID, e.AmountMicros, e.WrittenOffMicros, e.CostMicros)
+				for _, c := range e.Calls {
+					rep.Debits++
+					m.add(rep, e.RequestID, c.CallID, charge{step: c.Step, model: c.Model, in: c.InputTokens, out: c.OutputTokens,
+						cost: c.CostMicros, amount: c.AmountMicros, writeOff: c.WrittenOffMicros})
+					price := catalog.Pricing{InputPerMillion: c.InputPerMillion, OutputPerMillion: c.OutputPerMillion}
+					if c.Model.CustomModel == "" && min(price.MicroCredits(c.InputTokens, c.OutputTokens), events.MaxMicros) != c.CostMicros {
+						rep.problem("query %s, call %s: cost %d is not its tokens at its price", e.RequestID, c.CallID, c.CostMicros)
+					}
 				}
+				m.settled = &settlement{charged: e.ChargedMicros, reason: e.Reason}
 			case events.CreditsReleased:
-				e2 := e
-				q(e.RequestID).settled = &e2
+				if m := q(e.RequestID); m.settled == nil {
+					m.settled = &settlement{charged: e.ChargedMicros, reason: e.Reason}
+				}
 			}
 		}
 		checkReadModel(ctx, store, rep, a)
@@ -146,8 +185,8 @@ func checkQuery(ctx context.Context, store *eventstore.Store, rep *Report, req s
 	if !m.reserved {
 		rep.problem("query %s: debited or released without a reservation", req)
 	}
-	if m.settled != nil && m.settled.ChargedMicros != m.sum {
-		rep.problem("query %s: settled with a charge of %s credits, but its debits sum to %s", req, events.FormatCredits(m.settled.ChargedMicros), events.FormatCredits(m.sum))
+	if m.settled != nil && m.settled.charged != m.sum {
+		rep.problem("query %s: settled with a charge of %s credits, but its debits sum to %s", req, events.FormatCredits(m.settled.charged), events.FormatCredits(m.sum))
 	}
 	q, _, err := store.LoadQuery(ctx, req)
 	if err != nil {
@@ -155,7 +194,7 @@ func checkQuery(ctx context.Context, store *eventstore.Store, rep *Report, req s
 		return
 	}
 	if q.Submitted == nil {
-		if m.settled == nil || !strings.HasPrefix(m.settled.Reason, "abandoned") || len(m.debits) > 0 {
+		if m.settled == nil || !strings.HasPrefix(m.settled.reason, "abandoned") || len(m.debits) > 0 {
 			rep.problem("query %s: has ledger entries but no events", req)
 		}
 		return
@@ -173,7 +212,7 @@ func checkQuery(ctx context.Context, store *eventstore.Store, rep *Report, req s
 			}
 			continue
 		}
-		if d.InputTokens != c.Usage.InputTokens || d.OutputTokens != c.Usage.OutputTokens || d.CostMicros != c.CostMicros {
+		if d.in != c.Usage.InputTokens || d.out != c.Usage.OutputTokens || d.cost != c.CostMicros || d.model != c.Model || (d.step != "" && d.step != c.Step) {
 			rep.problem("query %s: debit of call %s does not match the usage or the cost the query recorded for it", req, c.ID)
 		}
 	}

@@ -7,7 +7,8 @@ import (
 )
 
 // AggregateAccount is the aggregate name of account events:
-// ev.account.<account_id>.<event>. Keys, plans and (later) the ledger live here.
+// ev.account.<account_id>.<event>. Keys and plans live here; the ledger
+// has subjects of its own under it (LedgerSubject).
 const AggregateAccount = "account"
 
 // Plans of spec section 1.7.
@@ -110,8 +111,19 @@ type Account struct {
 	CreatedAt time.Time
 	Keys      map[string]*Key
 	KeyOrder  []string
+	// LastSeq is the sequence of the last event applied, OwnSeq that of the
+	// last on the account's own subjects (OwnFilter), LedgerSeq that of the
+	// last on the ledger's subjects (LedgerFilter): the expected sequences
+	// of the two aggregates' appends.
 	LastSeq   uint64
-	Ledger    Ledger
+	OwnSeq    uint64
+	LedgerSeq uint64
+	// Read is the sequence up to which every event of the account has been
+	// applied: a command's own append of one aggregate can land after an
+	// event of the other that this copy has not read yet, so LastSeq is no
+	// place to read on from.
+	Read   uint64
+	Ledger Ledger
 }
 
 // Exists reports whether the account was created.
@@ -120,11 +132,16 @@ func (a *Account) Exists() bool { return a.ID != "" }
 // Apply folds one stored event into the account.
 func (a *Account) Apply(r Record) {
 	a.LastSeq = r.Seq
+	if OnLedger(r.Envelope.Subject) {
+		a.LedgerSeq = r.Seq
+	} else {
+		a.OwnSeq = r.Seq
+	}
 	switch e := r.Event.(type) {
 	case AccountCreated:
 		a.ID, a.Name, a.Plan, a.CreatedAt = e.AccountID, e.Name, e.Plan, r.Envelope.Time
 		a.Keys = map[string]*Key{}
-	case CreditsGranted, CreditsAdjusted, CreditsReserved, CreditsDebited, CreditsReleased, MonthlyCapSet:
+	case CreditsGranted, CreditsAdjusted, CreditsReserved, CreditsDebited, CreditsReleased, MonthlyCapSet, ChargesSettled:
 		a.applyLedger(r)
 	case KeyCreated:
 		a.Keys[e.Fingerprint] = &Key{
@@ -139,6 +156,24 @@ func (a *Account) Apply(r Record) {
 			}
 		}
 	}
+}
+
+// CatchUp applies r, read from the account's events after Read, unless r
+// was applied already (an append of this copy's own), and moves Read to it.
+// Reads in order from Read+1 therefore never skip nor apply twice an event
+// of either aggregate: each aggregate's events up to its own sequence have
+// all been applied, since each append expects that sequence.
+func (a *Account) CatchUp(r Record) {
+	applied := r.Seq <= a.OwnSeq
+	if OnLedger(r.Envelope.Subject) {
+		applied = r.Seq <= a.LedgerSeq
+	}
+	if !applied {
+		last := max(a.LastSeq, r.Seq)
+		a.Apply(r)
+		a.LastSeq = last
+	}
+	a.Read = max(a.Read, r.Seq)
 }
 
 // StateChange returns the key transition an event carries, if it is one.

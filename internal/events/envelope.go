@@ -81,10 +81,12 @@ func Wrap(aggregate, id string, ev Event, now time.Time) (Envelope, error) {
 	}, nil
 }
 
-// AggregateID returns the id token of an event subject ev.<aggregate>.<id>.<name>.
+// AggregateID returns the id token of an event subject
+// ev.<aggregate>.<id>.<name>, or of a subject below it (an account's ledger,
+// ev.account.<id>.ledger.<name>); "" for any other subject.
 func AggregateID(subject string) string {
-	parts := strings.Split(subject, ".")
-	if len(parts) != 4 {
+	parts := strings.SplitN(subject, ".", 4)
+	if len(parts) != 4 || parts[0] != "ev" {
 		return ""
 	}
 	return parts[2]

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
@@ -92,6 +93,39 @@ type CreditsReleased struct {
 	LedgerLink
 }
 
+// SettledCall is one model call of a query as its settlement charges it:
+// the call id (the id of the query event that recorded the call), the step
+// (that event's name), the model, its tokens, the model's price in credits per
+// million tokens, the call's metered cost as the query recorded it, and what
+// was charged for it: the cost, less what could not be covered and was
+// written off.
+type SettledCall struct {
+	CallID           string   `json:"call_id"`
+	Step             string   `json:"step"`
+	Model            ModelRef `json:"model"`
+	InputTokens      int      `json:"input_tokens"`
+	OutputTokens     int      `json:"output_tokens"`
+	InputPerMillion  int64    `json:"input_per_million"`
+	OutputPerMillion int64    `json:"output_per_million"`
+	CostMicros       int64    `json:"cost_micros"`
+	AmountMicros     int64    `json:"amount_micros"`
+	WrittenOffMicros int64    `json:"written_off_micros"`
+}
+
+// ChargesSettled settles a query in one event: it charges every model call
+// the query made that was not charged before (Calls, drawn from the
+// reservation first, then from the balance) and returns the rest of the
+// reservation to the balance (ReleasedMicros). ChargedMicros is everything
+// the query was charged, these calls and any debits recorded before it.
+type ChargesSettled struct {
+	RequestID      string        `json:"request_id"`
+	Calls          []SettledCall `json:"calls"`
+	ChargedMicros  int64         `json:"charged_micros"`
+	ReleasedMicros int64         `json:"released_micros"`
+	Reason         string        `json:"reason"`
+	LedgerLink
+}
+
 // MonthlyCapSet sets or (nil) removes the account's monthly spending cap.
 type MonthlyCapSet struct {
 	CapMicros *int64 `json:"cap_micros"`
@@ -104,6 +138,7 @@ func (CreditsReserved) EventName() string { return "credits_reserved" }
 func (CreditsDebited) EventName() string  { return "credits_debited" }
 func (CreditsReleased) EventName() string { return "credits_released" }
 func (MonthlyCapSet) EventName() string   { return "monthly_cap_set" }
+func (ChargesSettled) EventName() string  { return "charges_settled" }
 
 func init() {
 	register(AggregateAccount,
@@ -113,6 +148,7 @@ func init() {
 		func() Event { return &CreditsDebited{} },
 		func() Event { return &CreditsReleased{} },
 		func() Event { return &MonthlyCapSet{} },
+		func() Event { return &ChargesSettled{} },
 	)
 }
 
@@ -138,6 +174,9 @@ func Linked(ev Event, prev string) (Event, bool) {
 	case MonthlyCapSet:
 		e.LedgerLink = link
 		return e, true
+	case ChargesSettled:
+		e.LedgerLink = link
+		return e, true
 	}
 	return ev, false
 }
@@ -157,8 +196,61 @@ func PrevHashOf(ev Event) (string, bool) {
 		return e.PrevHash, true
 	case MonthlyCapSet:
 		return e.PrevHash, true
+	case ChargesSettled:
+		return e.PrevHash, true
 	}
 	return "", false
+}
+
+// The money events of an account are an aggregate of their own, the
+// account's ledger, on subjects of their own in the ACCOUNTS stream:
+// ev.account.<account_id>.ledger.<event>, and a query's settlement on
+// ev.account.<account_id>.ledger.charges_settled.<request_id>. A ledger append
+// is conditional on the last event of LedgerFilter, an append of the
+// account's other events (keys) on the last of OwnFilter, so the two never
+// contend. Ledger events written before this layout sit on the account's own
+// subjects (ev.account.<account_id>.<event>) and are folded alike.
+const ledgerToken = "ledger"
+
+// LedgerSubject is the subject of a ledger event of an account.
+func LedgerSubject(accountID string, ev Event) string {
+	subj := "ev." + AggregateAccount + "." + accountID + "." + ledgerToken + "." + ev.EventName()
+	if s, ok := ev.(ChargesSettled); ok {
+		subj += "." + s.RequestID
+	}
+	return subj
+}
+
+// SettlementSubject is the subject of the settlement of query requestID.
+func SettlementSubject(accountID, requestID string) string {
+	return LedgerSubject(accountID, ChargesSettled{RequestID: requestID})
+}
+
+// LedgerFilter matches every ledger event of an account written in the
+// ledger's own layout.
+func LedgerFilter(accountID string) string {
+	return "ev." + AggregateAccount + "." + accountID + "." + ledgerToken + ".>"
+}
+
+// OwnFilter matches the account's own events (creation, keys) and the
+// ledger events written before the ledger had subjects of its own.
+func OwnFilter(accountID string) string {
+	return "ev." + AggregateAccount + "." + accountID + ".*"
+}
+
+// OnLedger reports whether subject is one of the ledger's own subjects.
+func OnLedger(subject string) bool {
+	// ev.account.<id>.ledger.<event>[.<request_id>]
+	parts := strings.SplitN(subject, ".", 5)
+	return len(parts) == 5 && parts[3] == ledgerToken
+}
+
+// WrapLedger puts a ledger event of an account into a new envelope on the
+// ledger's subject; its type is account.<event>, as in every layout.
+func WrapLedger(accountID string, ev Event, now time.Time) (Envelope, error) {
+	env, err := Wrap(AggregateAccount, accountID, ev, now)
+	env.Subject = LedgerSubject(accountID, ev)
+	return env, err
 }
 
 // HashStored is the chain hash of a stored event: hex SHA-256 of its bytes.
@@ -210,25 +302,22 @@ func (a *Account) applyLedger(r Record) bool {
 		l.ReservedMicros += e.AmountMicros
 		l.Open[e.RequestID] = &OpenQuery{ReservedMicros: e.AmountMicros, Calls: map[string]bool{}, At: r.Envelope.Time}
 	case CreditsDebited:
-		o := l.Open[e.RequestID]
-		if o == nil {
-			return true
+		if o := l.Open[e.RequestID]; o != nil && !o.Calls[e.CallID] {
+			l.charge(o, e.CallID, e.AmountMicros, r.Envelope.Time)
 		}
-		o.Calls[e.CallID] = true
-		o.ChargedMicros += e.AmountMicros
-		fromReservation := min(e.AmountMicros, o.ReservedMicros)
-		o.ReservedMicros -= fromReservation
-		l.ReservedMicros -= fromReservation
-		l.BalanceMicros -= e.AmountMicros - fromReservation
-		if m := Period(r.Envelope.Time); m != l.Month {
-			l.Month, l.SpentMonthMicros = m, 0
+	case ChargesSettled:
+		// A settlement of a query settled already (replayed) changes nothing.
+		if o := l.Open[e.RequestID]; o != nil {
+			for _, c := range e.Calls {
+				if !o.Calls[c.CallID] {
+					l.charge(o, c.CallID, c.AmountMicros, r.Envelope.Time)
+				}
+			}
+			l.release(e.RequestID, o)
 		}
-		l.SpentMonthMicros += e.AmountMicros
 	case CreditsReleased:
 		if o := l.Open[e.RequestID]; o != nil {
-			l.ReservedMicros -= o.ReservedMicros
-			l.BalanceMicros += o.ReservedMicros
-			delete(l.Open, e.RequestID)
+			l.release(e.RequestID, o)
 		}
 	case MonthlyCapSet:
 		l.CapMicros = e.CapMicros
@@ -236,6 +325,29 @@ func (a *Account) applyLedger(r Record) bool {
 		return false
 	}
 	return true
+}
+
+// charge draws amount for call of the open query o, from its reservation
+// first, then from the balance, and counts it towards the spending of the
+// month of at.
+func (l *Ledger) charge(o *OpenQuery, call string, amount int64, at time.Time) {
+	o.Calls[call] = true
+	o.ChargedMicros += amount
+	fromReservation := min(amount, o.ReservedMicros)
+	o.ReservedMicros -= fromReservation
+	l.ReservedMicros -= fromReservation
+	l.BalanceMicros -= amount - fromReservation
+	if m := Period(at); m != l.Month {
+		l.Month, l.SpentMonthMicros = m, 0
+	}
+	l.SpentMonthMicros += amount
+}
+
+// release returns the rest of o's reservation to the balance and closes it.
+func (l *Ledger) release(requestID string, o *OpenQuery) {
+	l.ReservedMicros -= o.ReservedMicros
+	l.BalanceMicros += o.ReservedMicros
+	delete(l.Open, requestID)
 }
 
 // Rollover returns the plan grant due at now: the Free plan's one grant at
@@ -353,6 +465,39 @@ func (a *Account) DecideRelease(requestID, reason string) Event {
 		return nil
 	}
 	return CreditsReleased{RequestID: requestID, AmountMicros: o.ReservedMicros, ChargedMicros: o.ChargedMicros, Reason: reason}
+}
+
+// DecideSettle decides the settlement of a query: one event that charges
+// every call of calls not charged before (by call id; a call listed twice is
+// charged once), each for its CostMicros taken into the safe range, and
+// releases the rest of the reservation. A call that the reservation and the
+// balance cannot cover is charged what they hold and the rest is written
+// off: the balance never goes below zero. It is nil when the query holds no
+// open reservation: a query is settled once.
+func (a *Account) DecideSettle(requestID string, calls []SettledCall, reason string) Event {
+	o := a.Ledger.Open[requestID]
+	if o == nil {
+		return nil
+	}
+	reserved, balance := o.ReservedMicros, max(a.Ledger.BalanceMicros, 0)
+	charged := o.ChargedMicros
+	seen := map[string]bool{}
+	out := make([]SettledCall, 0, len(calls))
+	for _, c := range calls {
+		if o.Calls[c.CallID] || seen[c.CallID] {
+			continue
+		}
+		seen[c.CallID] = true
+		c.CostMicros = min(max(c.CostMicros, 0), MaxMicros)
+		c.AmountMicros = min(c.CostMicros, reserved+balance)
+		c.WrittenOffMicros = c.CostMicros - c.AmountMicros
+		fromReservation := min(c.AmountMicros, reserved)
+		reserved -= fromReservation
+		balance -= c.AmountMicros - fromReservation
+		charged += c.AmountMicros
+		out = append(out, c)
+	}
+	return ChargesSettled{RequestID: requestID, Calls: out, ChargedMicros: charged, ReleasedMicros: reserved, Reason: reason}
 }
 
 // DecideAdjust decides an administrator's adjustment. It refuses with an

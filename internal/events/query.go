@@ -289,7 +289,9 @@ type Query struct {
 
 // Call is one metered model call of a query.
 type Call struct {
-	ID    string
+	ID string
+	// Step is the name of the event that recorded the call.
+	Step  string
 	Model ModelRef
 	Usage Usage
 	// CostMicros is the price recorded with the call.
@@ -300,7 +302,7 @@ type Call struct {
 func (q *Query) Apply(r Record) {
 	q.LastSeq = r.Seq
 	if model, usage, cost, ok := Charged(r.Event); ok {
-		q.Calls = append(q.Calls, Call{ID: r.Envelope.ID, Model: model, Usage: usage, CostMicros: cost})
+		q.Calls = append(q.Calls, Call{ID: r.Envelope.ID, Step: r.Event.EventName(), Model: model, Usage: usage, CostMicros: cost})
 	}
 	switch e := r.Event.(type) {
 	case QuerySubmitted:

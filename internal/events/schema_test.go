@@ -103,8 +103,7 @@ func TestEverySchemaFileIsARegisteredEventType(t *testing.T) {
 		if c := prop(props, "type")["const"]; c != typ {
 			t.Errorf("%s: properties.type.const is %v", typ, c)
 		}
-		agg, name, _ := strings.Cut(typ, ".")
-		if p, want := prop(props, "subject")["pattern"], `^ev\.`+agg+`\.[^.*>]+\.`+name+`$`; p != want {
+		if p, want := prop(props, "subject")["pattern"], subjectPattern(typ); p != want {
 			t.Errorf("%s: properties.subject.pattern is %v, want %s", typ, p, want)
 		}
 		// The envelope: the fields of events.Envelope, every one required.
@@ -425,6 +424,8 @@ func examples(t *testing.T) map[string]events.Event {
 			CostMicros: 409_500, AmountMicros: 400_000, WrittenOffMicros: 9_500, LedgerLink: link},
 		events.CreditsReleased{RequestID: "req_" + ulid(), AmountMicros: 353_250, ChargedMicros: 855_500, Reason: "settled", LedgerLink: link},
 		events.MonthlyCapSet{CapMicros: &capMicros, LedgerLink: link},
+		events.ChargesSettled{RequestID: "req_" + ulid(), Calls: []events.SettledCall{{CallID: ulid(), Step: "synthesized", Model: full, InputTokens: 367, OutputTokens: 113,
+			InputPerMillion: 500, OutputPerMillion: 2000, CostMicros: 409_500, AmountMicros: 409_500}}, ChargedMicros: 855_500, ReleasedMicros: 353_250, Reason: "settled", LedgerLink: link},
 	}
 	out := map[string]events.Event{}
 	for _, ev := range evs {
@@ -455,6 +456,21 @@ func aggregateOf(ev events.Event) string {
 	return events.AggregateQuery
 }
 
+// subjectPattern is the pattern of the subjects an event type is stored
+// under: ev.<aggregate>.<id>.<name>; a ledger event on the ledger's own
+// subjects or, written before those, on the account's; a settlement on the
+// subject of its query.
+func subjectPattern(typ string) string {
+	agg, name, _ := strings.Cut(typ, ".")
+	switch {
+	case typ == "account.charges_settled":
+		return `^ev\.account\.[^.*>]+\.ledger\.charges_settled\.req_[0-9A-HJKMNP-TV-Z]{26}$`
+	case agg == events.AggregateAccount && (strings.HasPrefix(name, "credits_") || name == "monthly_cap_set"):
+		return `^ev\.account\.[^.*>]+\.(ledger\.)?` + name + `$`
+	}
+	return `^ev\.` + agg + `\.[^.*>]+\.` + name + `$`
+}
+
 // stored wraps ev as the service stores it.
 func stored(t *testing.T, typ string, ev events.Event) []byte {
 	t.Helper()
@@ -464,6 +480,9 @@ func stored(t *testing.T, typ string, ev events.Event) []byte {
 		id = "acct_" + strings.ToLower(ulid())
 	}
 	env, err := events.Wrap(agg, id, ev, exampleTime)
+	if _, ledger := events.Linked(ev, ""); ledger {
+		env, err = events.WrapLedger(id, ev, exampleTime)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -419,7 +419,7 @@ func (s *Store) LoadAccount(ctx context.Context, accountID string) (*events.Acco
 	}
 	a := &events.Account{}
 	for _, r := range recs {
-		a.Apply(r)
+		a.CatchUp(r)
 	}
 	return a, nil
 }

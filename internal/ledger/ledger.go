@@ -128,6 +128,52 @@ func (s *Service) knowing(ctx context.Context, accountID, requestID string) acco
 	}
 }
 
+// Settle settles a query in one ledger event (events.ChargesSettled): it
+// charges every call of calls that was not charged before, each for the cost
+// the query recorded for it at the model's price, and returns the rest of
+// the reservation to the balance. It returns what the query was charged in
+// all. A query settled before is not settled again: its settlement's charge
+// is returned, read from the settlement's own subject. A query that holds no
+// reservation (accepted before credits were charged) is charged 0.
+func (s *Service) Settle(ctx context.Context, accountID, requestID string, calls []events.Call, reason string) (int64, error) {
+	items := make([]events.SettledCall, 0, len(calls))
+	for _, c := range calls {
+		item := events.SettledCall{CallID: c.ID, Step: c.Step, Model: c.Model, InputTokens: c.Usage.InputTokens, OutputTokens: c.Usage.OutputTokens, CostMicros: c.CostMicros}
+		if s.Estimator != nil {
+			p := s.Estimator.Price(c.Model)
+			item.InputPerMillion, item.OutputPerMillion = p.InputPerMillion, p.OutputPerMillion
+		}
+		items = append(items, item)
+	}
+	var settled *events.ChargesSettled
+	err := s.Accounts.Update(ctx, accountID, nil, s.knowing(ctx, accountID, requestID), func(a *events.Account) ([]events.Event, error) {
+		settled = nil // decided again after a conflict
+		ev := a.DecideSettle(requestID, items, reason)
+		if ev == nil {
+			return nil, nil
+		}
+		e := ev.(events.ChargesSettled)
+		settled = &e
+		return []events.Event{ev}, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if settled != nil {
+		return settled.ChargedMicros, nil
+	}
+	prev, err := s.Accounts.Store.Last(ctx, s.Accounts.Store.Accounts, events.SettlementSubject(accountID, requestID))
+	if err != nil {
+		return 0, err
+	}
+	if prev != nil {
+		if e, ok := prev.Event.(events.ChargesSettled); ok {
+			return e.ChargedMicros, nil
+		}
+	}
+	return 0, nil
+}
+
 // Release settles a query: the unused part of its reservation returns to the
 // balance. Releasing a settled query changes nothing.
 func (s *Service) Release(ctx context.Context, accountID, requestID, reason string) error {
@@ -247,6 +293,16 @@ func entryOf(r events.Record, before, after events.Ledger) (Entry, bool) {
 		e.Reason = fmt.Sprintf("%s/%s: %d input, %d output tokens", ev.Model.Key(), ev.Model.ModelID, ev.InputTokens, ev.OutputTokens)
 	case events.CreditsReleased:
 		e.AmountMicros, e.RequestID, e.Reason = ev.AmountMicros, ev.RequestID, ev.Reason
+	case events.ChargesSettled:
+		var charged, writtenOff int64
+		for _, c := range ev.Calls {
+			charged, writtenOff = charged+c.AmountMicros, writtenOff+c.WrittenOffMicros
+		}
+		// The change of the balance: what returns, less what the balance paid
+		// beyond the reservation.
+		e.AmountMicros = (after.BalanceMicros - before.BalanceMicros)
+		e.RequestID, e.WrittenOff = ev.RequestID, writtenOff
+		e.Reason = fmt.Sprintf("%s: %d model calls, %s credits charged", ev.Reason, len(ev.Calls), events.FormatCredits(charged))
 	case events.MonthlyCapSet:
 		e.MonthlyCapSet, e.CapAfterMicros = true, ev.CapMicros
 	default:

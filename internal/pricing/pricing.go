@@ -191,6 +191,16 @@ func (e *Estimator) Cost(m events.ModelRef, usage events.Usage) int64 {
 	return price(m, model, usage.InputTokens, usage.OutputTokens)
 }
 
+// Price is the price of a call of model m, in credits per million tokens: 0
+// for a customer-owned model.
+func (e *Estimator) Price(m events.ModelRef) catalog.Pricing {
+	if m.CustomModel != "" {
+		return catalog.Pricing{}
+	}
+	model, _ := e.Catalog.Model(m.Provider, m.ModelID)
+	return model.Pricing
+}
+
 func price(m events.ModelRef, model catalog.Model, in, out int) int64 {
 	if m.CustomModel != "" {
 		return 0 // BYOM: the customer pays their host; no variable credits

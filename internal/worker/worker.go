@@ -22,7 +22,6 @@ import (
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
-	"github.com/crosscheck/crosscheck/internal/ledger"
 	"github.com/crosscheck/crosscheck/internal/modes"
 )
 
@@ -36,10 +35,10 @@ type Mode interface {
 	Run(ctx context.Context, q *events.Query, emit modes.Emit) (events.Event, error)
 }
 
-// Ledger charges a query's model calls and settles its reservation.
+// Ledger settles a query's credits: one settlement that charges its model
+// calls and releases the rest of its reservation, idempotent by query.
 type Ledger interface {
-	Debit(ctx context.Context, accountID, requestID string, calls ...ledger.Charge) (charged int64, open bool, err error)
-	Release(ctx context.Context, accountID, requestID, reason string) error
+	Settle(ctx context.Context, accountID, requestID string, calls []events.Call, reason string) (charged int64, err error)
 }
 
 // Worker consumes submitted queries and runs them.
@@ -72,8 +71,8 @@ type Worker struct {
 	// Finished, when set, is called once a query has reached its terminal
 	// event, with the fingerprint of the key that submitted it.
 	Finished func(ctx context.Context, fingerprint, requestID string) error
-	// Ledger, when set, is charged for every model call and settles each
-	// query before its terminal event.
+	// Ledger, when set, settles each query before its terminal event,
+	// charging every model call the query recorded.
 	Ledger Ledger
 }
 
@@ -441,29 +440,12 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 	}
 	em := &emitter{store: w.Store, id: id, last: q.LastSeq, now: w.Now}
 	a.em = em
-	if w.Ledger != nil {
-		// Each call is charged as soon as it is recorded, beside the
-		// pipeline; settle waits for those charges and charges any that a
-		// crash left out.
-		acct := q.Submitted.AccountID
-		em.onCall = func(ctx context.Context, c events.Call) {
-			em.debits.Go(func() {
-				if _, _, err := w.Ledger.Debit(ctx, acct, id, ledger.Charge{CallID: c.ID, Model: c.Model, Usage: c.Usage}); err != nil {
-					w.Log.Warn().Err(err).Str("request_id", id).Str("call_id", c.ID).Msg("worker: a model call could not be charged now; the settlement charges it")
-				}
-			})
-		}
-	}
 	terminal, err := w.decide(ctx, q, em, giveUp)
-	em.debits.Wait()
-	if err == nil && q.Settled == nil {
+	if err == nil {
 		for _, r := range em.recorded() {
 			q.Apply(r)
 		}
 		err = w.settle(ctx, q, em, terminal)
-	}
-	if err == nil && w.Ledger != nil {
-		err = w.Ledger.Release(ctx, q.Submitted.AccountID, id, "settled")
 	}
 	if err == nil {
 		err = em.emit(ctx, terminal)
@@ -501,24 +483,26 @@ func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveU
 	return mode.Run(ctx, q, em.emit)
 }
 
-// settle charges every call of q that is not charged yet and records what
-// the query was charged and how it ends, before its reservation is released;
-// each step is idempotent, so a redelivered job settles once.
+// settle settles the query's credits on its account (every recorded call
+// charged, the rest of the reservation released, in one ledger event) and
+// then records on the query what it was charged and how it ends. Both are
+// idempotent, so a job redelivered at any point settles once; a query whose
+// settlement is recorded already only makes sure its account is settled too
+// (a run of an older version recorded it before releasing).
 func (w *Worker) settle(ctx context.Context, q *events.Query, em *emitter, terminal events.Event) error {
-	settled := events.CreditsSettled{}
-	if f, ok := terminal.(events.QueryFailed); ok {
-		settled.Failed = &f
-	}
+	var charged int64
 	if w.Ledger != nil {
-		charges := make([]ledger.Charge, 0, len(q.Calls))
-		for _, c := range q.Calls {
-			charges = append(charges, ledger.Charge{CallID: c.ID, Model: c.Model, Usage: c.Usage})
-		}
-		charged, _, err := w.Ledger.Debit(ctx, q.Submitted.AccountID, q.Submitted.RequestID, charges...)
-		if err != nil {
+		var err error
+		if charged, err = w.Ledger.Settle(ctx, q.Submitted.AccountID, q.Submitted.RequestID, q.Calls, "settled"); err != nil {
 			return err
 		}
-		settled.ChargedMicros = charged
+	}
+	if q.Settled != nil {
+		return nil
+	}
+	settled := events.CreditsSettled{ChargedMicros: charged}
+	if f, ok := terminal.(events.QueryFailed); ok {
+		settled.Failed = &f
 	}
 	return em.emit(ctx, settled)
 }
@@ -529,15 +513,13 @@ func (w *Worker) settle(ctx context.Context, q *events.Query, em *emitter, termi
 // still runs) conflicts on its next append, reloads, and goes on from the
 // first's events — no model is recorded, charged or ended twice.
 type emitter struct {
-	store  *eventstore.Store
-	id     string
-	now    func() time.Time
-	onCall func(context.Context, events.Call)
+	store *eventstore.Store
+	id    string
+	now   func() time.Time
 
-	mu     sync.Mutex
-	last   uint64
-	recs   []events.Record
-	debits sync.WaitGroup
+	mu   sync.Mutex
+	last uint64
+	recs []events.Record
 }
 
 // recorded returns the records this emitter appended.
@@ -564,11 +546,5 @@ func (e *emitter) emit(ctx context.Context, ev events.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := e.append(ctx, env, ev); err != nil {
-		return err
-	}
-	if model, usage, _, ok := events.Charged(ev); ok && e.onCall != nil {
-		e.onCall(ctx, events.Call{ID: env.ID, Model: model, Usage: usage})
-	}
-	return nil
+	return e.append(ctx, env, ev)
 }

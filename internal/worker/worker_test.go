@@ -11,35 +11,31 @@ import (
 
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
-	"github.com/crosscheck/crosscheck/internal/ledger"
 	"github.com/crosscheck/crosscheck/internal/modes"
 	"github.com/crosscheck/crosscheck/internal/providers"
 	"github.com/crosscheck/crosscheck/internal/providers/simulated"
 )
 
-// fakeLedger records debits by call id and releases.
+// fakeLedger records the calls charged by call id and the settlements; a
+// query is settled once, as the ledger settles it.
 type fakeLedger struct {
 	mu       sync.Mutex
 	debits   map[string]int
 	released int
 }
 
-func (l *fakeLedger) Debit(_ context.Context, _, _ string, calls ...ledger.Charge) (int64, bool, error) {
+func (l *fakeLedger) Settle(_ context.Context, _, _ string, calls []events.Call, _ string) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, c := range calls {
-		if l.debits[c.CallID] == 0 {
-			l.debits[c.CallID]++
+	if l.released == 0 {
+		for _, c := range calls {
+			if l.debits[c.ID] == 0 {
+				l.debits[c.ID]++
+			}
 		}
+		l.released++
 	}
-	return int64(len(l.debits)), l.released == 0, nil
-}
-
-func (l *fakeLedger) Release(context.Context, string, string, string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.released++
-	return nil
+	return int64(len(l.debits)), nil
 }
 
 type counted struct {

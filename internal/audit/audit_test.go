@@ -1,0 +1,209 @@
+package audit_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crosscheck/crosscheck/internal/accounts"
+	"github.com/crosscheck/crosscheck/internal/audit"
+	"github.com/crosscheck/crosscheck/internal/catalog"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
+	"github.com/crosscheck/crosscheck/internal/ledger"
+	"github.com/crosscheck/crosscheck/internal/pricing"
+	"github.com/crosscheck/crosscheck/internal/projections"
+)
+
+var model = events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}
+
+type fixture struct {
+	t     *testing.T
+	ctx   context.Context
+	store *eventstore.Store
+	led   *ledger.Service
+}
+
+func newFixture(t *testing.T) *fixture {
+	store := storetest.Open(t)
+	return &fixture{t: t, ctx: context.Background(), store: store,
+		led: &ledger.Service{Accounts: &accounts.Service{Store: store, Now: time.Now}, Estimator: &pricing.Estimator{Catalog: catalog.Simulated()}, Now: time.Now}}
+}
+
+// query appends events to query id's stream and returns its folded state.
+func (f *fixture) query(id string, evs ...events.Event) *events.Query {
+	f.t.Helper()
+	for _, ev := range evs {
+		env, _ := events.Wrap(events.AggregateQuery, id, ev, time.Now())
+		if _, err := f.store.Append(f.ctx, env, nil); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	q, _, err := f.store.LoadQuery(f.ctx, id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return q
+}
+
+// answered is a recorded model call of n output tokens.
+func (f *fixture) answered(n int) events.ModelAnswered {
+	u := events.Usage{InputTokens: 16, OutputTokens: n}
+	return events.ModelAnswered{Model: model, Answer: "a", Usage: u, CostMicros: f.led.Estimator.Cost(model, u)}
+}
+
+// settle runs a query's settlement as the worker does: the ledger's, then
+// the query's own and its ending.
+func (f *fixture) settle(acct, id string, q *events.Query) {
+	f.t.Helper()
+	charged, err := f.led.Settle(f.ctx, acct, id, q.Calls, "settled")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.query(id, events.CreditsSettled{ChargedMicros: charged}, events.QueryCompleted{})
+}
+
+// audit projects the balances read model and audits the store.
+func (f *fixture) audit() *audit.Report {
+	f.t.Helper()
+	recs, err := f.store.Load(f.ctx, f.store.Accounts, "ev.account.>", 1)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := (&projections.Balances{Store: f.store}).HandleBatch(f.ctx, recs); err != nil {
+		f.t.Fatal(err)
+	}
+	rep, err := audit.Run(f.ctx, f.store)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rep
+}
+
+func (f *fixture) report(rep *audit.Report) string {
+	var b strings.Builder
+	rep.Print(&b)
+	return b.String()
+}
+
+// A data dir written before the ledger had subjects of its own (money events
+// on the account's subjects, one debit per model call) is read side by side
+// with settlements: a query the older version ended, a query it left half
+// debited that this version settles, and a new query. Balances and the audit
+// agree.
+func TestOldLayoutReadSideBySide(t *testing.T) {
+	f := newFixture(t)
+	acct := accounts.NewAccountID()
+	head := ""
+	// old appends an event as the older version did: on the account's own
+	// subject, conditional on the account's last event, chained when it is a
+	// ledger event.
+	var last uint64
+	old := func(ev events.Event) {
+		t.Helper()
+		linked, isLedger := events.Linked(ev, head)
+		env, _ := events.Wrap(events.AggregateAccount, acct, linked, time.Now())
+		app, err := f.store.Append(f.ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateAccount, acct), Seq: last})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = app.Seq
+		if isLedger {
+			head = events.HashStored(app.Data)
+		}
+	}
+	old(events.AccountCreated{AccountID: acct, Name: "old", Plan: events.PlanFree})
+	old(events.CreditsGranted{AmountMicros: 50 * events.MicrosPerCredit, Reason: "plan free: credits granted once at sign-up", Period: "signup"})
+	debit := func(id string, c events.Call) {
+		old(events.CreditsDebited{RequestID: id, CallID: c.ID, Model: c.Model, InputTokens: c.Usage.InputTokens, OutputTokens: c.Usage.OutputTokens, CostMicros: c.CostMicros, AmountMicros: c.CostMicros})
+	}
+	// A query the older version ran to its end.
+	q0 := "req_01M80000000000000000000000"
+	old(events.CreditsReserved{RequestID: q0, AmountMicros: events.MicrosPerCredit})
+	q := f.query(q0, events.QuerySubmitted{RequestID: q0, AccountID: acct, Mode: "unify", Prompt: "p", Models: []events.ModelRef{model}}, f.answered(40))
+	debit(q0, q.Calls[0])
+	f.query(q0, events.CreditsSettled{ChargedMicros: q.Calls[0].CostMicros})
+	old(events.CreditsReleased{RequestID: q0, AmountMicros: events.MicrosPerCredit - q.Calls[0].CostMicros, ChargedMicros: q.Calls[0].CostMicros, Reason: "settled"})
+	f.query(q0, events.QueryCompleted{})
+	spent := q.Calls[0].CostMicros
+	// A query it stopped in: two calls recorded, the first debited.
+	q1 := "req_01M80000000000000000000001"
+	old(events.CreditsReserved{RequestID: q1, AmountMicros: events.MicrosPerCredit})
+	q = f.query(q1, events.QuerySubmitted{RequestID: q1, AccountID: acct, Mode: "unify", Prompt: "p", Models: []events.ModelRef{model}}, f.answered(50), f.answered(60))
+	debit(q1, q.Calls[0])
+
+	// This version: the half-debited query settled, a new query run.
+	f.settle(acct, q1, q)
+	spent += q.Calls[0].CostMicros + q.Calls[1].CostMicros
+	q2 := "req_01M80000000000000000000002"
+	if err := f.led.Reserve(f.ctx, acct, q2, events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	q = f.query(q2, events.QuerySubmitted{RequestID: q2, AccountID: acct, Mode: "unify", Prompt: "p", Models: []events.ModelRef{model}}, f.answered(70))
+	f.settle(acct, q2, q)
+	spent += q.Calls[0].CostMicros
+
+	recs, err := f.store.Load(f.ctx, f.store.Accounts, events.Filter(events.AggregateAccount, acct), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &events.Account{}
+	for _, r := range recs {
+		a.Apply(r)
+	}
+	if a.Ledger.BalanceMicros != 50*events.MicrosPerCredit-spent || a.Ledger.ReservedMicros != 0 || a.Ledger.SpentMonthMicros != spent {
+		t.Fatalf("balance %d reserved %d spent %d; want %d, 0, %d", a.Ledger.BalanceMicros, a.Ledger.ReservedMicros, a.Ledger.SpentMonthMicros, 50*events.MicrosPerCredit-spent, spent)
+	}
+	for _, r := range recs {
+		if s, ok := r.Event.(events.ChargesSettled); ok && s.RequestID == q1 && len(s.Calls) != 1 {
+			t.Fatalf("the half-debited query's settlement charged %d calls, want only the one not debited", len(s.Calls))
+		}
+	}
+	if rep := f.audit(); !rep.OK() {
+		t.Fatalf("audit of the old layout beside the new:\n%s", f.report(rep))
+	}
+}
+
+// A settlement that disagrees with the calls the query recorded (a process
+// that charged another cost): the audit names it.
+func TestAuditCatchesATamperedSettlement(t *testing.T) {
+	f := newFixture(t)
+	view, err := f.led.Accounts.CreateAccount(f.ctx, "tampered", events.PlanFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	honest, forged := "req_01M8000000000000000000000H", "req_01M8000000000000000000000F"
+	if err := f.led.Reserve(f.ctx, acct, honest, events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	q := f.query(honest, events.QuerySubmitted{RequestID: honest, AccountID: acct, Mode: "unify", Prompt: "p", Models: []events.ModelRef{model}}, f.answered(40))
+	f.settle(acct, honest, q)
+	if rep := f.audit(); !rep.OK() {
+		t.Fatalf("audit before the tampering:\n%s", f.report(rep))
+	}
+	if err := f.led.Reserve(f.ctx, acct, forged, events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	q = f.query(forged, events.QuerySubmitted{RequestID: forged, AccountID: acct, Mode: "unify", Prompt: "p", Models: []events.ModelRef{model}}, f.answered(40))
+	// Chained and appended like any settlement, but charging half the cost
+	// the query recorded for its call.
+	c := q.Calls[0]
+	c.CostMicros /= 2
+	var charged int64
+	err = f.led.Accounts.Update(f.ctx, acct, nil, func(a *events.Account) ([]events.Event, error) {
+		ev := a.DecideSettle(forged, []events.SettledCall{{CallID: c.ID, Step: c.Step, Model: c.Model, InputTokens: c.Usage.InputTokens, OutputTokens: c.Usage.OutputTokens, CostMicros: c.CostMicros}}, "settled")
+		charged = ev.(events.ChargesSettled).ChargedMicros
+		return []events.Event{ev}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.query(forged, events.CreditsSettled{ChargedMicros: charged}, events.QueryCompleted{})
+	rep := f.audit()
+	if out := f.report(rep); rep.OK() || !strings.Contains(out, forged+": debit of call "+c.ID+" does not match") || strings.Contains(out, honest) {
+		t.Fatalf("the audit of a settlement that disagrees with its query:\n%s", out)
+	}
+}

@@ -1,0 +1,273 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/crosscheck/crosscheck/internal/accounts"
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/catalog"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
+	"github.com/crosscheck/crosscheck/internal/ledger"
+	"github.com/crosscheck/crosscheck/internal/pricing"
+)
+
+// process is one process's ledger on a shared store: its own account cache.
+func process(store *eventstore.Store) *ledger.Service {
+	return &ledger.Service{
+		Accounts:  &accounts.Service{Store: store, Now: time.Now},
+		Estimator: &pricing.Estimator{Catalog: catalog.Simulated()},
+		Now:       time.Now,
+	}
+}
+
+var model = events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}
+
+// call is a model call of cost micros as the query records it.
+func call(id string, cost int64) events.Call {
+	return events.Call{ID: id, Step: "model_answered", Model: model, Usage: events.Usage{InputTokens: 1, OutputTokens: 1}, CostMicros: cost}
+}
+
+// ledgerOf reads acct's whole ledger as any process would see it.
+func ledgerOf(t *testing.T, store *eventstore.Store, acct string) ([]events.Record, *events.Account) {
+	t.Helper()
+	recs, err := store.Load(context.Background(), store.Accounts, events.Filter(events.AggregateAccount, acct), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &events.Account{}
+	for _, r := range recs {
+		a.Apply(r)
+		if a.Ledger.BalanceMicros < 0 || a.Ledger.ReservedMicros < 0 {
+			t.Fatalf("seq %d: balance %d reserved %d: below zero", r.Seq, a.Ledger.BalanceMicros, a.Ledger.ReservedMicros)
+		}
+	}
+	return recs, a
+}
+
+func count(recs []events.Record, typ string) int {
+	n := 0
+	for _, r := range recs {
+		if r.Envelope.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// Many goroutines in several processes reserve, and settle at a cost above
+// their reservation, on one small balance: the balance never goes below
+// zero, a refused submission leaves no reservation, every admitted query is
+// settled once, and keys change meanwhile without failing any of it.
+func TestManyProcessesOnOneSmallBalance(t *testing.T) {
+	const procs, perProc = 3, 8
+	stores := storetest.OpenMany(t, procs)
+	ctx := context.Background()
+	first := process(stores[0])
+	view, err := first.Accounts.CreateAccount(ctx, "small", events.PlanEnterprise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	if _, err := first.Adjust(ctx, acct, 5*events.MicrosPerCredit, "a small balance"); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	admitted := map[string]bool{}
+	var wg sync.WaitGroup
+	for p := range procs {
+		l := process(stores[p])
+		for g := range perProc {
+			wg.Go(func() {
+				id := fmt.Sprintf("req_%026d", p*100+g)
+				err := l.Reserve(ctx, acct, id, events.MicrosPerCredit, false)
+				if apperr.Code(err) == apperr.InsufficientCredits {
+					return
+				}
+				if err != nil {
+					t.Errorf("reserve %s: %v", id, err)
+					return
+				}
+				mu.Lock()
+				admitted[id] = true
+				mu.Unlock()
+				// Each query costs more than it reserved: the rest comes from the balance.
+				if _, err := l.Settle(ctx, acct, id, []events.Call{call(id+"a", 700_000), call(id+"b", 700_000)}, "settled"); err != nil {
+					t.Errorf("settle %s: %v", id, err)
+				}
+			})
+		}
+		// A key change in each process while billing runs.
+		wg.Go(func() {
+			fp := fmt.Sprintf("key%05d", p)
+			err := l.Accounts.Update(ctx, acct, nil, func(a *events.Account) ([]events.Event, error) {
+				if a.Keys[fp] != nil {
+					return nil, nil
+				}
+				return []events.Event{events.KeyCreated{Fingerprint: fp, Name: "key", SecretHash: "x"}}, nil
+			})
+			if err != nil {
+				t.Errorf("create key: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	recs, a := ledgerOf(t, stores[0], acct)
+	settled := map[string]int{}
+	for _, r := range recs {
+		switch e := r.Event.(type) {
+		case events.ChargesSettled:
+			settled[e.RequestID]++
+		case events.CreditsReserved:
+			if !admitted[e.RequestID] {
+				t.Errorf("a refused submission %s holds a reservation", e.RequestID)
+			}
+		}
+	}
+	if len(admitted) == 0 || len(admitted) == procs*perProc {
+		t.Fatalf("%d of %d admitted; want the small balance to admit some and refuse others", len(admitted), procs*perProc)
+	}
+	for id := range admitted {
+		if settled[id] != 1 {
+			t.Errorf("query %s settled %d times, want 1", id, settled[id])
+		}
+	}
+	if a.Ledger.ReservedMicros != 0 || len(a.Ledger.Open) != 0 || len(a.Keys) != procs {
+		t.Fatalf("reserved %d, %d open, %d keys; want nothing held and %d keys", a.Ledger.ReservedMicros, len(a.Ledger.Open), len(a.Keys), procs)
+	}
+}
+
+// A settlement replayed (the same command again, from another process that
+// had not seen the first) has one effect and answers the same charge; the
+// stored settlement applied twice to a fold changes nothing the second time.
+func TestSettlementReplayedHasOneEffect(t *testing.T) {
+	stores := storetest.OpenMany(t, 2)
+	ctx := context.Background()
+	one, two := process(stores[0]), process(stores[1])
+	view, err := one.Accounts.CreateAccount(ctx, "replay", events.PlanFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, id := view.ID, "req_01M80000000000000000000009"
+	if err := one.Reserve(ctx, acct, id, 2*events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	// The second process reads the account before the settlement.
+	if _, err := two.Accounts.Account(ctx, acct); err != nil {
+		t.Fatal(err)
+	}
+	calls := []events.Call{call("c1", 300_000), call("c2", 200_000)}
+	c1, err := one.Settle(ctx, acct, id, calls, "settled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := two.Settle(ctx, acct, id, calls, "settled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, a := ledgerOf(t, stores[0], acct)
+	if n := count(recs, "account.charges_settled"); n != 1 || c1 != 500_000 || c2 != c1 {
+		t.Fatalf("%d settlements, charged %d then %d; want one settlement of 500000", n, c1, c2)
+	}
+	want := a.Ledger
+	if want.BalanceMicros != 50*events.MicrosPerCredit-500_000 || want.SpentMonthMicros != 500_000 {
+		t.Fatalf("balance %d spent %d after the settlement", want.BalanceMicros, want.SpentMonthMicros)
+	}
+	last := recs[len(recs)-1]
+	a.Apply(last)
+	if a.Ledger.BalanceMicros != want.BalanceMicros || a.Ledger.ReservedMicros != want.ReservedMicros || a.Ledger.SpentMonthMicros != want.SpentMonthMicros {
+		t.Fatalf("the settlement applied again moved the money: %+v, want %+v", a.Ledger, want)
+	}
+}
+
+// Key changes and billing are separate aggregates: an append of a key
+// event decided on a stale account still succeeds after ledger events, and
+// a ledger append after key events.
+func TestKeysAndLedgerDoNotContend(t *testing.T) {
+	stores := storetest.OpenMany(t, 2)
+	ctx := context.Background()
+	one, two := process(stores[0]), process(stores[1])
+	view, err := one.Accounts.CreateAccount(ctx, "apart", events.PlanFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	if _, err := two.Accounts.Account(ctx, acct); err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Reserve(ctx, acct, "req_01M8000000000000000000000A", events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	// Process two's account is stale on the ledger; its key append does not
+	// expect the ledger's sequence.
+	env, _ := events.Wrap(events.AggregateAccount, acct, events.KeyCreated{Fingerprint: "abcdefgh", Name: "k", SecretHash: "x"}, time.Now())
+	a, err := stores[1].LoadAccount(ctx, acct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := &eventstore.Expect{Filter: events.OwnFilter(acct), Seq: a.OwnSeq}
+	if _, err := two.Accounts.Store.Append(ctx, env, stale); err != nil {
+		t.Fatalf("a key event after a reservation: %v", err)
+	}
+	// And a ledger append that expects the ledger's last event succeeds
+	// after the key event.
+	if _, err := one.Settle(ctx, acct, "req_01M8000000000000000000000A", nil, "settled"); err != nil {
+		t.Fatal(err)
+	}
+	env, _ = events.WrapLedger(acct, events.MonthlyCapSet{}, time.Now())
+	if _, err := stores[0].Append(ctx, env, &eventstore.Expect{Filter: events.LedgerFilter(acct), Seq: a.LedgerSeq}); !errors.Is(err, eventstore.ErrConflict) {
+		t.Fatalf("a ledger append on a stale ledger sequence: %v, want a conflict", err)
+	}
+}
+
+// A process's key change lands after another process's reservation it has
+// not read (the two aggregates expect different sequences): its next ledger
+// command still decides on that reservation and refuses what the balance
+// cannot hold.
+func TestKeyChangeDoesNotHideAReservation(t *testing.T) {
+	stores := storetest.OpenMany(t, 2)
+	ctx := context.Background()
+	one, two := process(stores[0]), process(stores[1])
+	view, err := one.Accounts.CreateAccount(ctx, "hidden", events.PlanEnterprise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	if _, err := one.Adjust(ctx, acct, 3*events.MicrosPerCredit, "three credits"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := two.Accounts.Account(ctx, acct); err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Reserve(ctx, acct, "req_01M8000000000000000000000B", events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	// Process two appends a key event without reading the reservation.
+	err = two.Accounts.Update(ctx, acct, nil, func(a *events.Account) ([]events.Event, error) {
+		if a.Keys["key00001"] != nil {
+			return nil, nil
+		}
+		return []events.Event{events.KeyCreated{Fingerprint: "key00001", Name: "k", SecretHash: "x"}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Reserve(ctx, acct, "req_01M8000000000000000000000C", events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	// One credit is left: two credits must be refused.
+	err = two.Reserve(ctx, acct, "req_01M8000000000000000000000D", 2*events.MicrosPerCredit, false)
+	if apperr.Code(err) != apperr.InsufficientCredits {
+		t.Fatalf("reserving 2 credits of 1 left: %v, want insufficient_credits", err)
+	}
+	_, a := ledgerOf(t, stores[0], acct)
+	if a.Ledger.BalanceMicros != events.MicrosPerCredit {
+		t.Fatalf("balance %d, want one credit", a.Ledger.BalanceMicros)
+	}
+}

@@ -1,0 +1,83 @@
+package worker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/crosscheck/crosscheck/internal/accounts"
+	"github.com/crosscheck/crosscheck/internal/catalog"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
+	"github.com/crosscheck/crosscheck/internal/ledger"
+	"github.com/crosscheck/crosscheck/internal/modes"
+	"github.com/crosscheck/crosscheck/internal/pricing"
+	"github.com/crosscheck/crosscheck/internal/providers"
+	"github.com/crosscheck/crosscheck/internal/providers/simulated"
+)
+
+// A worker killed after its last model call was recorded and before the
+// settlement: the redelivered job calls no model again, settles the query
+// once with that call, and a further delivery changes nothing.
+func TestKilledBeforeTheSettlementChargesOnce(t *testing.T) {
+	store := storetest.Open(t)
+	ctx := context.Background()
+	led := &ledger.Service{Accounts: &accounts.Service{Store: store, Now: time.Now}, Estimator: &pricing.Estimator{Catalog: catalog.Simulated()}, Now: time.Now}
+	view, err := led.Accounts.CreateAccount(ctx, "killed", events.PlanFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, id := view.ID, "req_01M8000000000000000000000K"
+	if err := led.Reserve(ctx, acct, id, 2*events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	model := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}
+	usage := events.Usage{InputTokens: 16, OutputTokens: 52}
+	cost := led.Estimator.Cost(model, usage)
+	// What the killed worker left: its one model call recorded, nothing settled.
+	for _, ev := range []events.Event{
+		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "killed?", Models: []events.ModelRef{model}},
+		events.QueryStarted{},
+		events.ModelAnswered{Model: model, Answer: "an answer", Usage: usage, CostMicros: cost},
+	} {
+		env, _ := events.Wrap(events.AggregateQuery, id, ev, time.Now())
+		if _, err := store.Append(ctx, env, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &counted{inner: simulated.New(catalog.ProviderA, 0)}
+	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
+		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: c}}}}}
+	for range 2 { // the redelivery, then one more
+		if err := w.run(ctx, id, nil, nil, &attempt{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, _, err := store.LoadQuery(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Status != events.StatusCompleted || c.n.Load() != 0 || q.Settled == nil || q.Settled.ChargedMicros != cost {
+		t.Fatalf("status %s, %d model calls, settled %+v; want completed, no call, charged %d", q.Status, c.n.Load(), q.Settled, cost)
+	}
+	recs, err := store.Load(ctx, store.Accounts, events.Filter(events.AggregateAccount, acct), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &events.Account{}
+	var settlements []events.ChargesSettled
+	for _, r := range recs {
+		a.Apply(r)
+		if s, ok := r.Event.(events.ChargesSettled); ok {
+			settlements = append(settlements, s)
+		}
+	}
+	if len(settlements) != 1 || len(settlements[0].Calls) != 1 || settlements[0].Calls[0].CallID != q.Calls[0].ID || settlements[0].Calls[0].AmountMicros != cost {
+		t.Fatalf("settlements %+v; want one, charging the recorded call %d", settlements, cost)
+	}
+	if a.Ledger.BalanceMicros != 50*events.MicrosPerCredit-cost || a.Ledger.ReservedMicros != 0 {
+		t.Fatalf("balance %d reserved %d; want the grant less the call", a.Ledger.BalanceMicros, a.Ledger.ReservedMicros)
+	}
+}
