@@ -29,7 +29,7 @@ fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test ./internal/modes -run '^$$' -fuzz FuzzCited -fuzztime $(FUZZTIME)
 	for f in FuzzParseSearXNG FuzzParseBrave FuzzParseTavily FuzzPassages; do \
 		$(GO) test ./internal/search -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
-	for f in FuzzFrontMatter FuzzExtractHTML FuzzExtractMarkdown FuzzExtractPDF; do \
+	for f in FuzzFrontMatter FuzzExtractHTML FuzzExtractMarkdown FuzzExtractPDF FuzzExtractDOCX FuzzExtractDOC; do \
 		$(GO) test ./internal/extract -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 clean:
