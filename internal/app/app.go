@@ -25,6 +25,8 @@ import (
 	"github.com/crosscheck/crosscheck/internal/embedded"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/extract"
+	"github.com/crosscheck/crosscheck/internal/files"
 	"github.com/crosscheck/crosscheck/internal/handlers"
 	"github.com/crosscheck/crosscheck/internal/ledger"
 	"github.com/crosscheck/crosscheck/internal/modes"
@@ -86,6 +88,7 @@ type Main struct {
 	Accounts *accounts.Service
 	Ledger   *ledger.Service
 	Queries  *queries.Service
+	Files    *files.Service
 	Catalog  *catalog.Catalog
 
 	nats        *embedded.Server
@@ -167,6 +170,7 @@ func (m *Main) Open(ctx context.Context) error {
 		accepted[mode] = true
 	}
 	m.Ledger = &ledger.Service{Accounts: m.Accounts, Estimator: estimator, Now: m.Now}
+	m.Files = &files.Service{Store: m.Store, Extract: &extract.Runner{}, Now: m.Now, Log: m.Log}
 	m.Queries = &queries.Service{
 		Store: m.Store, Catalog: m.Catalog, Modes: accepted, Now: m.Now,
 		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts,
@@ -233,7 +237,7 @@ func (m *Main) listen(ctx context.Context) error {
 		docs = m.URL() + "/docs"
 	}
 	api := &handlers.Server{
-		Auth: m.Accounts, Queries: m.Queries, Events: m.Store, Catalog: m.Catalog,
+		Auth: m.Accounts, Queries: m.Queries, Events: m.Store, Files: m.Files, Catalog: m.Catalog,
 		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat, Stopping: m.stopping.Load,
 	}
 	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}

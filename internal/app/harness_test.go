@@ -89,7 +89,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		// Every event the test made is valid against its published schema.
 		if h.cfg.NATSURL == "" && !t.Failed() {
 			h.offline(func(store *eventstore.Store) {
-				for _, st := range []*eventstore.Stream{store.Queries, store.Accounts} {
+				for _, st := range []*eventstore.Stream{store.Queries, store.Accounts, store.Files} {
 					recs, err := store.Load(context.Background(), st, ">", 1)
 					if err != nil {
 						t.Fatalf("load the events: %v", err)

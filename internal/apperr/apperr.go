@@ -31,6 +31,12 @@ const (
 	MethodNotAllowed    = "method_not_allowed"
 	Internal            = "internal_error"
 
+	// File codes.
+	UnsupportedFileType = "unsupported_file_type"
+	FileTooLarge        = "file_too_large"
+	InvalidFile         = "invalid_file"
+	FileExpired         = "file_expired"
+
 	// Admin API codes.
 	InvalidAdminToken = "invalid_admin_token"
 	InvalidTransition = "invalid_transition"

@@ -29,6 +29,10 @@ var errorDocs = map[string]string{
 	apperr.NotFound:            "No such resource for this account. A query of another account is reported as not found.",
 	apperr.Internal:            "An unexpected server error. It was logged; retry later.",
 	apperr.MethodNotAllowed:    "The path exists but not with this HTTP method.",
+	apperr.UnsupportedFileType: "POST /v1/files: the file's name has no accepted extension (png, jpg, jpeg, gif, webp, pdf, doc, docx, py, js, ts, html, htm, css, json, yaml, yml, sql), or its content, sniffed, is not what the extension says (an executable named .png, a zip named .docx that is not a Word document). Nothing was stored.",
+	apperr.FileTooLarge:        "POST /v1/files: the file is larger than its kind allows: images 20 MB, PDF, DOC and DOCX 32 MB, text and code 10 MB. Nothing was stored.",
+	apperr.InvalidFile:         "POST /v1/files: the file is empty, a text or code file is not valid UTF-8, or its text extraction failed (a malformed or hostile file, or one past the extraction's CPU, memory or time limits). Nothing was stored.",
+	apperr.FileExpired:         "The file was uploaded 48 hours ago or more: it can no longer be read or attached. Upload it again.",
 	apperr.InvalidAdminToken:   "Admin API: the Authorization header does not carry the admin token.",
 	apperr.InvalidTransition:   "Admin API: the key's state does not allow this action (for example, a revoked key stays revoked).",
 }

@@ -17,8 +17,14 @@ import (
 // Status maps an error code to its HTTP status. It is the only place that does.
 func Status(code string) int {
 	switch code {
-	case apperr.InvalidRequest, apperr.InvalidPrompt, apperr.InvalidMode, apperr.InvalidModels, apperr.InvalidModel:
+	case apperr.InvalidRequest, apperr.InvalidPrompt, apperr.InvalidMode, apperr.InvalidModels, apperr.InvalidModel, apperr.InvalidFile:
 		return http.StatusBadRequest
+	case apperr.UnsupportedFileType:
+		return http.StatusUnsupportedMediaType
+	case apperr.FileTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case apperr.FileExpired:
+		return http.StatusGone
 	case apperr.InsufficientCredits, apperr.MonthlyCapExceeded:
 		return http.StatusPaymentRequired
 	case apperr.RateLimited:
