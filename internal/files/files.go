@@ -18,6 +18,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -74,7 +75,18 @@ type Service struct {
 	// Caps bounds the text kept of one file; zero fields take the
 	// defaults above.
 	Caps extract.Caps
+	// MaxParallel bounds the uploads streaming into the store at once
+	// (default DefaultMaxParallel); the others wait, unread, for a slot.
+	// It bounds the memory uploads take: the object store client's chunks
+	// in flight, and JetStream's own buffers in the embedded server.
+	MaxParallel int
+
+	once  sync.Once
+	slots chan struct{}
 }
+
+// DefaultMaxParallel is the default of Service.MaxParallel.
+const DefaultMaxParallel = 4
 
 // Metadata keys of a file's objects.
 const (
@@ -128,6 +140,13 @@ func (s *Service) Upload(ctx context.Context, caller accounts.Caller, name, purp
 		return Meta{}, apperr.New(apperr.UnsupportedFileType, "the content is %s, which does not agree with the extension %s", sniffed, path.Ext(name))
 	}
 
+	s.once.Do(func() { s.slots = make(chan struct{}, cmpOr(s.MaxParallel, DefaultMaxParallel)) })
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return Meta{}, ctx.Err()
+	}
+	defer func() { <-s.slots }()
 	id := "file_" + ulid.Make().String()
 	now := s.Now().UTC()
 	hasher := sha256.New()
