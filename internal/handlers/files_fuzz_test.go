@@ -24,7 +24,9 @@ func (readingFiles) Upload(_ context.Context, _ accounts.Caller, name, _ string,
 	}
 	return files.Meta{ID: "file_01M7Z5ZWVQ401ZYRSQ5ZF59AJE", Name: name, Bytes: n}, nil
 }
-func (readingFiles) Get(context.Context, string, string) (files.Meta, error) { return files.Meta{}, nil }
+func (readingFiles) Get(context.Context, string, string) (files.Meta, error) {
+	return files.Meta{}, nil
+}
 func (readingFiles) List(context.Context, string, int, string) (files.Page, error) {
 	return files.Page{}, nil
 }
