@@ -159,7 +159,9 @@ type Runner struct {
 
 // Run extracts input as format in a child process, within caps, and
 // returns its Result; ErrUnreadable, ErrCrashed or ErrTimeout (possibly
-// wrapped) when it could not; ctx ending stops the child.
+// wrapped) when the file could not be extracted; ctx ending stops the
+// child. Any other error is the runner's or input's failure (the child
+// could not start, input failed), not the file's.
 func (r *Runner) Run(ctx context.Context, format string, input io.Reader, caps Caps) (Result, error) {
 	if _, ok := formats[format]; !ok {
 		return Result{}, fmt.Errorf("unknown format %q", format)
@@ -215,7 +217,9 @@ func (r *Runner) Run(ctx context.Context, format string, input io.Reader, caps C
 		if errors.As(err, &exit) {
 			return Result{}, ErrCrashed
 		}
-		return Result{}, fmt.Errorf("extract: start child: %w", err)
+		// The child did not run, or its input failed to arrive (the
+		// caller's reader failed).
+		return Result{}, fmt.Errorf("extract: run child: %w", err)
 	}
 	var out childOutput
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {

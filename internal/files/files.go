@@ -209,7 +209,8 @@ func (s *Service) extract(ctx context.Context, id, format string) (extract.Resul
 		s.Log.Warn().Str("file_id", id).Str("format", format).Str("reason", err.Error()).Msg("file refused by extraction")
 		return extract.Result{}, apperr.New(apperr.InvalidFile, "the file could not be read as %s: it is malformed or exceeds the extraction limits", format)
 	case err != nil:
-		return extract.Result{}, err
+		// Not the file's fault: its bytes did not arrive from the store.
+		return extract.Result{}, fmt.Errorf("extract %s: %w: %w", id, eventstore.ErrUnavailable, err)
 	}
 	if text := res.Text(); text != "" {
 		if err := s.Store.FileObjects.PutBytes(ctx, textObject(id), map[string]string{metaFile: id}, []byte(text)); err != nil {
