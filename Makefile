@@ -26,10 +26,11 @@ fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test ./internal/queries -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/handlers -run '^$$' -fuzz FuzzSSEFrame -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/handlers -run '^$$' -fuzz FuzzCheckUTF8 -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/handlers -run '^$$' -fuzz FuzzUpload -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/modes -run '^$$' -fuzz FuzzCited -fuzztime $(FUZZTIME)
 	for f in FuzzParseSearXNG FuzzParseBrave FuzzParseTavily FuzzPassages; do \
 		$(GO) test ./internal/search -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
-	for f in FuzzFrontMatter FuzzExtractHTML FuzzExtractMarkdown FuzzExtractPDF; do \
+	for f in FuzzFrontMatter FuzzExtractHTML FuzzExtractMarkdown FuzzExtractPDF FuzzExtractDOCX FuzzExtractDOC; do \
 		$(GO) test ./internal/extract -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 
 clean:

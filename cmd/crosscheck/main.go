@@ -15,6 +15,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/app"
 	"github.com/crosscheck/crosscheck/internal/bench"
 	"github.com/crosscheck/crosscheck/internal/config"
+	"github.com/crosscheck/crosscheck/internal/extract"
 )
 
 const usage = `crosscheck — multi-model verification service
@@ -43,6 +44,8 @@ func main() {
 		os.Exit(2)
 	}
 	switch os.Args[1] {
+	case extract.ChildCommand: // hidden: the isolated extraction of one file
+		os.Exit(extract.ChildMain(os.Args[2:], os.Stdin, os.Stdout))
 	case app.RoleServe, app.RoleAPI, app.RoleWorker:
 		if err := app.Serve(os.Args[1], Version); err != nil {
 			fmt.Fprintln(os.Stderr, "crosscheck:", err)

@@ -25,6 +25,8 @@ import (
 	"github.com/crosscheck/crosscheck/internal/embedded"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/extract"
+	"github.com/crosscheck/crosscheck/internal/files"
 	"github.com/crosscheck/crosscheck/internal/handlers"
 	"github.com/crosscheck/crosscheck/internal/ledger"
 	"github.com/crosscheck/crosscheck/internal/modes"
@@ -81,15 +83,16 @@ type Main struct {
 	Now func() time.Time
 	// RetryDelays override providers.DefaultRetryDelays.
 	RetryDelays []time.Duration
-	// Files reads the files queries attach: their metadata at admission,
-	// their bytes and text in the workers. Nil means no file exists, so a
-	// query that attaches one is refused with file_not_found.
-	Files FileStore
+	// Attached overrides what queries read of the files they attach (their
+	// metadata at admission, their bytes and text in the workers); nil reads
+	// the uploads of Files.
+	Attached FileStore
 
 	Store    *eventstore.Store
 	Accounts *accounts.Service
 	Ledger   *ledger.Service
 	Queries  *queries.Service
+	Files    *files.Service
 	Catalog  *catalog.Catalog
 
 	nats        *embedded.Server
@@ -111,6 +114,22 @@ type Main struct {
 type FileStore interface {
 	queries.FileLookup
 	modes.FileSource
+}
+
+// uploads is the FileStore of the files service: the uploads' metadata as
+// admission reads it, their bytes and extracted text.
+type uploads struct{ *files.Service }
+
+// File returns the metadata of an account's live upload.
+func (u uploads) File(ctx context.Context, accountID, fileID string) (queries.FileInfo, error) {
+	meta, err := u.Get(ctx, accountID, fileID)
+	if err != nil {
+		return queries.FileInfo{}, err
+	}
+	return queries.FileInfo{
+		ID: meta.ID, AccountID: meta.AccountID, Name: meta.Name, Kind: meta.Kind, MediaType: meta.MediaType,
+		Bytes: meta.Bytes, SHA256: meta.SHA256, Pages: meta.Pages, TextChars: meta.Chars, ExpiresAt: meta.ExpiresAt,
+	}, nil
 }
 
 // Open starts everything and returns once the APIs listen. After an error,
@@ -165,10 +184,11 @@ func (m *Main) Open(ctx context.Context) error {
 	m.Accounts = &accounts.Service{Store: m.Store, Now: m.Now}
 	estimator := &pricing.Estimator{Catalog: m.Catalog, Planner: pricing.PlanFunc(modes.Plan)}
 	models := modes.Models{Providers: registry.Calls(backends, m.RetryDelays, cfg.ModelTimeout), Price: estimator.Cost}
-	var lookup queries.FileLookup
-	if m.Files != nil {
-		models.Files, lookup = m.Files, m.Files
+	m.Files = &files.Service{Store: m.Store, Extract: &extract.Runner{}, Now: m.Now, Log: m.Log}
+	if m.Attached == nil {
+		m.Attached = uploads{m.Files}
 	}
+	models.Files = m.Attached
 	// The modes: the API accepts exactly those the workers run.
 	pipelines := map[string]worker.Mode{
 		events.ModeUnify:   &modes.Unify{Models: models},
@@ -183,13 +203,14 @@ func (m *Main) Open(ctx context.Context) error {
 	m.Ledger = &ledger.Service{Accounts: m.Accounts, Estimator: estimator, Now: m.Now}
 	m.Queries = &queries.Service{
 		Store: m.Store, Catalog: m.Catalog, Modes: accepted, Now: m.Now,
-		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts, Files: lookup,
+		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts, Files: m.Attached,
 	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
 	if m.runsAPI() {
 		m.wg.Go(func() { m.Accounts.WatchKeys(runCtx, m.Log) })
+		m.wg.Go(func() { m.sweepFiles(runCtx) })
 		m.runProjections(runCtx)
 	}
 	if m.runsWorker() {
@@ -210,6 +231,29 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	return m.listen(runCtx)
 }
+
+// sweepFiles removes, every sweepEvery, the stored objects of uploads that
+// ended before they were recorded (a process that crashed mid-upload), until
+// ctx ends. Several API processes may sweep at once: a removal is idempotent.
+func (m *Main) sweepFiles(ctx context.Context) {
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if n, err := m.Files.Sweep(ctx); err != nil && ctx.Err() == nil {
+			m.Log.Warn().Err(err).Msg("files: sweep of unrecorded uploads")
+		} else if n > 0 {
+			m.Log.Info().Int("removed", n).Msg("files: removed the objects of unrecorded uploads")
+		}
+	}
+}
+
+// sweepEvery is how often an API process sweeps unrecorded uploads.
+const sweepEvery = 10 * time.Minute
 
 // bind listens on the public address, and on the admin address in a
 // process that runs the APIs.
@@ -247,7 +291,7 @@ func (m *Main) listen(ctx context.Context) error {
 		docs = m.URL() + "/docs"
 	}
 	api := &handlers.Server{
-		Auth: m.Accounts, Queries: m.Queries, Events: m.Store, Catalog: m.Catalog,
+		Auth: m.Accounts, Queries: m.Queries, Events: m.Store, Files: m.Files, Catalog: m.Catalog,
 		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat, Stopping: m.stopping.Load,
 		MaxStreams: m.Config.SSEMaxStreams, MaxStreamsPerKey: m.Config.SSEMaxStreamsPerKey,
 	}

@@ -99,7 +99,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 		// Every event the test made is valid against its published schema.
 		if h.cfg.NATSURL == "" && !t.Failed() {
 			h.offline(func(store *eventstore.Store) {
-				for _, st := range []*eventstore.Stream{store.Queries, store.Accounts} {
+				for _, st := range []*eventstore.Stream{store.Queries, store.Accounts, store.Files} {
 					recs, err := store.Load(context.Background(), st, ">", 1)
 					if err != nil {
 						t.Fatalf("load the events: %v", err)
@@ -118,7 +118,7 @@ func (h *harness) start() {
 	if h.providers != nil {
 		m.Providers = h.providers()
 	}
-	m.Search, m.Role, m.Files = h.search, h.role, h.files
+	m.Search, m.Role, m.Attached = h.search, h.role, h.files
 	if err := m.Open(context.Background()); err != nil {
 		m.Close()
 		h.t.Fatalf("open: %v", err)

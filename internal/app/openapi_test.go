@@ -249,6 +249,10 @@ var (
 		"GET /v1/queries/{id}/stream",
 		"GET /v1/models",
 		"POST /v1/estimate-cost",
+		"POST /v1/files",
+		"GET /v1/files",
+		"GET /v1/files/{id}",
+		"DELETE /v1/files/{id}",
 	}
 	adminRoutes = []string{
 		"GET /healthz",

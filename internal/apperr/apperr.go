@@ -33,10 +33,18 @@ const (
 
 	// Codes of the files a query attaches (400): the list itself is not
 	// acceptable (not an array of file ids, more than 5, repeats, over 20 MB
-	// combined), a file is unknown or another account's, a file has expired.
+	// combined), a file is unknown or another account's, a file has expired
+	// (also the answer to a read of an expired file).
 	InvalidFiles = "invalid_files"
 	FileNotFound = "file_not_found"
 	FileExpired  = "file_expired"
+
+	// Codes of an upload: a type the service does not take (415), a file
+	// over its kind's limit (413), a file that is empty, does not match its
+	// extension or cannot be read (400).
+	UnsupportedFileType = "unsupported_file_type"
+	FileTooLarge        = "file_too_large"
+	InvalidFile         = "invalid_file"
 
 	// Admin API codes.
 	InvalidAdminToken = "invalid_admin_token"

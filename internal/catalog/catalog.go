@@ -3,7 +3,11 @@
 // standard-tier one.
 package catalog
 
-import "math"
+import (
+	"math"
+
+	"github.com/crosscheck/crosscheck/internal/events"
+)
 
 // Provider keys of the spec, in the order results list them.
 const (
@@ -56,12 +60,13 @@ type Reads struct {
 	PDF bool
 }
 
-// Kinds of an attached file, as the files service classifies an upload.
+// Kinds of an attached file, as the files service classifies an upload:
+// the names of the event vocabulary.
 const (
-	KindImage    = "image"
-	KindPDF      = "pdf"
-	KindDocument = "document"
-	KindText     = "text"
+	KindImage    = events.FileKindImage
+	KindPDF      = events.FileKindPDF
+	KindDocument = events.FileKindDocument
+	KindText     = events.FileKindText
 )
 
 // Native reports whether the model reads a file of kind natively; documents

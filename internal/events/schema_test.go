@@ -426,6 +426,11 @@ func examples(t *testing.T) map[string]events.Event {
 		events.MonthlyCapSet{CapMicros: &capMicros, LedgerLink: link},
 		events.ChargesSettled{RequestID: "req_" + ulid(), Calls: []events.SettledCall{{CallID: ulid(), Step: "synthesized", Model: full, InputTokens: 367, OutputTokens: 113,
 			InputPerMillion: 500, OutputPerMillion: 2000, CostMicros: 409_500, AmountMicros: 409_500}}, ChargedMicros: 855_500, ReleasedMicros: 353_250, Reason: "settled", LedgerLink: link},
+		events.FileUploaded{FileID: "file_" + ulid(), Name: "report.pdf", Kind: events.FileKindPDF, MediaType: "application/pdf",
+			Bytes: 48213, SHA256: strings.Repeat("3ba512ee", 8), Purpose: "query", KeyFingerprint: "f824173q"},
+		events.FileExtracted{FileID: "file_" + ulid(), Pages: 12, Chars: 30412, Truncated: false},
+		events.FileDeleted{FileID: "file_" + ulid()},
+		events.FileExpired{FileID: "file_" + ulid()},
 	}
 	out := map[string]events.Event{}
 	for _, ev := range evs {
@@ -444,16 +449,16 @@ func examples(t *testing.T) map[string]events.Event {
 }
 
 func aggregateOf(ev events.Event) string {
-	types := events.Types()
-	q := slices.Contains(types, events.AggregateQuery+"."+ev.EventName())
-	a := slices.Contains(types, events.AggregateAccount+"."+ev.EventName())
-	if q == a {
+	var found []string
+	for _, agg := range []string{events.AggregateQuery, events.AggregateAccount, events.AggregateFile} {
+		if slices.Contains(events.Types(), agg+"."+ev.EventName()) {
+			found = append(found, agg)
+		}
+	}
+	if len(found) != 1 {
 		panic("no one aggregate has an event named " + ev.EventName())
 	}
-	if a {
-		return events.AggregateAccount
-	}
-	return events.AggregateQuery
+	return found[0]
 }
 
 // subjectPattern is the pattern of the subjects an event type is stored
@@ -476,7 +481,7 @@ func stored(t *testing.T, typ string, ev events.Event) []byte {
 	t.Helper()
 	agg, _, _ := strings.Cut(typ, ".")
 	id := "req_" + ulid()
-	if agg == events.AggregateAccount {
+	if agg == events.AggregateAccount || agg == events.AggregateFile {
 		id = "acct_" + strings.ToLower(ulid())
 	}
 	env, err := events.Wrap(agg, id, ev, exampleTime)

@@ -83,6 +83,10 @@ type Store struct {
 	Queries   *Stream
 	Accounts  *Stream
 	Exhausted *Stream
+	Files     *Stream
+
+	// FileObjects holds uploaded files' bytes and extracted text.
+	FileObjects *Objects
 
 	QueryStatus *Bucket
 	Balances    *Bucket
@@ -162,6 +166,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 			Retention:   jetstream.WorkQueuePolicy,
 			MaxAge:      30 * 24 * time.Hour,
 		}},
+		{&s.Files, filesStreamConfig()},
 	}
 	buckets := []struct {
 		dst **Bucket
@@ -198,8 +203,15 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 			}
 		})
 	}
+	var objErr error
+	wg.Go(func() {
+		s.FileObjects, objErr = ensureObjects(ctx, js, jetstream.ObjectStoreConfig{
+			Bucket: ObjectsFiles, Description: "Uploaded files and their extracted text, by file id", TTL: FilesTTL,
+			Storage: jetstream.FileStorage, Replicas: replicas,
+		})
+	})
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(append(errs, objErr)...); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -19,6 +19,8 @@ func (s *Store) StreamNamed(name string) (*Stream, error) {
 		return s.Accounts, nil
 	case StreamExhausted:
 		return s.Exhausted, nil
+	case StreamFiles:
+		return s.Files, nil
 	}
 	return nil, fmt.Errorf("event store: no stream %q", name)
 }

@@ -7,8 +7,8 @@
 //
 //	{"stream":"QUERIES","seq":123,"event":{"id":"01M7…","type":"query.completed","source":"crosscheck","subject":"ev.query.req_01M7….completed","time":"…","schema":1,"data":{}}}
 //
-// stream is the JetStream stream the event is stored in, "QUERIES" or
-// "ACCOUNTS". seq is the event's stream sequence, its position in that
+// stream is the JetStream stream the event is stored in, "QUERIES",
+// "ACCOUNTS" or "FILES". seq is the event's stream sequence, its position in that
 // stream (the SSE id and the seq of the read models); sequences are per
 // stream: the pair (stream, seq) identifies an event; resume an export with
 // -from-seq seq+1. event is the stored envelope, byte for byte as stored (see
@@ -16,7 +16,8 @@
 // hashes over it (the ledger's prev_hash) can be checked from the output.
 //
 // Within a stream, lines are in stream order. export writes QUERIES, then
-// ACCOUNTS; tail with both streams interleaves them as they arrive.
+// ACCOUNTS, then FILES; tail with several streams interleaves them as they
+// arrive.
 package export
 
 import (
@@ -43,8 +44,8 @@ const eventsUsage = `Usage:
 
 Each line is one JSON object:
   {"stream":"QUERIES","seq":123,"event":<the stored envelope, byte for byte>}
-seq is the event's sequence in its stream (QUERIES and ACCOUNTS count separately).
-export writes QUERIES first, then ACCOUNTS; tail interleaves both as events arrive.
+seq is the event's sequence in its stream (QUERIES, ACCOUNTS and FILES count separately).
+export writes QUERIES first, then ACCOUNTS, then FILES; tail interleaves them as events arrive.
 Times are the streams' storage times.
 
 The store is CROSSCHECK_NATS_URL, or else the embedded store in CROSSCHECK_DATA_DIR,
@@ -53,7 +54,7 @@ which a running ` + "`crosscheck serve`" + ` holds: stop it first, or use CROSSC
 
 const eventsFlags = `
 Flags:
-  -stream queries|accounts|all   streams to read (default all)
+  -stream queries|accounts|files|all   streams to read (default all)
   -subject FILTER                NATS subject filter, starting with "ev." (default ev.>), e.g.
                                  ev.query.*.verdicts_given, ev.query.<request_id>.>, ev.account.<account_id>.>
   -since TIME|DURATION           start at the events stored at or after TIME (RFC 3339, e.g.
@@ -169,13 +170,15 @@ func parseEventsArgs(args []string, out, errOut io.Writer, now time.Time) (cmd *
 	var names []string
 	switch strings.ToLower(*streamFlag) {
 	case "all":
-		names = []string{eventstore.StreamQueries, eventstore.StreamAccounts}
+		names = []string{eventstore.StreamQueries, eventstore.StreamAccounts, eventstore.StreamFiles}
 	case "queries":
 		names = []string{eventstore.StreamQueries}
 	case "accounts":
 		names = []string{eventstore.StreamAccounts}
+	case "files":
+		names = []string{eventstore.StreamFiles}
 	default:
-		return bad("-stream must be queries, accounts or all, not %q", *streamFlag)
+		return bad("-stream must be queries, accounts, files or all, not %q", *streamFlag)
 	}
 	if err := checkEventsSubject(*subject); err != nil {
 		return bad("-subject %q: %v", *subject, err)
@@ -245,8 +248,11 @@ func checkEventsSubject(s string) error {
 }
 
 func eventsStreamAggregate(stream string) string {
-	if stream == eventstore.StreamAccounts {
+	switch stream {
+	case eventstore.StreamAccounts:
 		return events.AggregateAccount
+	case eventstore.StreamFiles:
+		return events.AggregateFile
 	}
 	return events.AggregateQuery
 }

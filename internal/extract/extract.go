@@ -1,11 +1,15 @@
 // Package extract reads the text of documents: plain text, Markdown, HTML
-// and PDF, each into a title, a URL and paragraphs in reading order. The
-// offline search backend indexes what it reads; it trusts no input, but the
-// PDF reader it wraps can still crash the process on one kind of crafted file
-// (see PDF).
+// PDF, DOCX and DOC, each into a title, a URL and paragraphs in reading
+// order. The offline search backend indexes what it reads and the file
+// service extracts uploads. It trusts no input, but the PDF reader it wraps
+// can still crash the process on one kind of crafted file (see PDF): File
+// and the file service read PDFs, DOCX and DOC only in a child process of
+// the same binary (see Runner), under CPU, memory and time limits.
 package extract
 
 import (
+	"bytes"
+	"context"
 	"net/url"
 	"path"
 	"regexp"
@@ -26,7 +30,24 @@ var extractors = map[string]func([]byte) (Document, error){
 	".markdown": Markdown,
 	".html":     HTML,
 	".htm":      HTML,
-	".pdf":      PDF,
+	".pdf":      pdfInChild,
+}
+
+// isolated is the runner of File for the formats that can crash the
+// process that reads them.
+var isolated Runner
+
+// pdfInChild reads a PDF as PDF does, in a child process (see Runner): a
+// file that overflows the reader's stack ends the child, not the caller.
+func pdfInChild(data []byte) (Document, error) {
+	res, err := isolated.Run(context.Background(), FormatPDF, bytes.NewReader(data), Caps{})
+	if err != nil {
+		return Document{}, err
+	}
+	if len(res.Paragraphs) == 0 {
+		return Document{}, errNoPDFText
+	}
+	return res.Document, nil
 }
 
 // Reads reports whether File reads the file called name: whether its
@@ -48,7 +69,8 @@ func IsWebURL(s string) bool {
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
-// File returns the text of the file called name, chosen by its extension,
+// File returns the text of the file called name, chosen by its extension
+// (a PDF read in a child process, see Runner),
 // or ok false when its format is not one this package reads; err is the
 // reader's failure on a file of a format it reads.
 func File(name string, data []byte) (doc Document, ok bool, err error) {

@@ -138,3 +138,40 @@ func FuzzExtractPDF(f *testing.F) {
 		}
 	})
 }
+
+// FuzzExtractDOCX feeds DOCX archives: it must come back with an error or
+// valid UTF-8 paragraphs, within its bounds.
+func FuzzExtractDOCX(f *testing.F) {
+	f.Add(extracttest.DOCX("A title", "The ferry leaves at seven."))
+	f.Add(extracttest.Zip(map[string]string{"word/document.xml": "<w:p><w:t>x</w:t>"}, "word/document.xml"))
+	f.Add([]byte("PK\x03\x04"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		doc, err := DOCX(data)
+		if err != nil {
+			return
+		}
+		for _, p := range doc.Paragraphs {
+			if p == "" || p != OneLine(p) {
+				t.Fatalf("paragraph %q is empty or not on one line", p)
+			}
+		}
+	})
+}
+
+// FuzzExtractDOC feeds compound files: it must come back with an error or
+// valid UTF-8 paragraphs, never panic.
+func FuzzExtractDOC(f *testing.F) {
+	f.Add(extracttest.DOC("Heading", "The ferry leaves at seven."))
+	f.Add(extracttest.CompoundFile(map[string][]byte{"WordDocument": make([]byte, 4096)}, "WordDocument"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		doc, err := DOC(data)
+		if err != nil {
+			return
+		}
+		for _, p := range doc.Paragraphs {
+			if !utf8.ValidString(p) || p == "" {
+				t.Fatalf("paragraph %q is empty or not UTF-8", p)
+			}
+		}
+	})
+}

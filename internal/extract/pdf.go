@@ -33,8 +33,8 @@ const (
 // them, and a file that still takes longer than pdfTimeout is given up with
 // an error, though the goroutine reading it cannot be stopped. One kind of
 // crafted file, an object stream said to lie within itself, overflows the
-// reader's stack, which ends the process: PDFs are read only from a folder
-// the operator chose, never from uploads.
+// reader's stack, which ends the process: call PDF only in a child
+// process (Runner), as File and the file service do.
 func PDF(data []byte) (Document, error) {
 	type result struct {
 		doc Document
@@ -54,6 +54,9 @@ func PDF(data []byte) (Document, error) {
 		return Document{}, fmt.Errorf("PDF not read within %s", pdfTimeout)
 	}
 }
+
+// errNoPDFText reports a PDF read without finding text: scanned pages.
+var errNoPDFText = errors.New("no text in PDF")
 
 func readPDF(data []byte) (doc Document, err error) {
 	defer func() {
@@ -79,7 +82,7 @@ func readPDF(data []byte) (doc Document, err error) {
 		}
 	}
 	if len(doc.Paragraphs) == 0 {
-		return Document{}, errors.New("no text in PDF")
+		return Document{}, errNoPDFText
 	}
 	return doc, nil
 }

@@ -42,6 +42,7 @@ type Server struct {
 	Auth    Authenticator
 	Queries Queries
 	Events  Follower
+	Files   Files
 	Catalog *catalog.Catalog
 	Log     zerolog.Logger
 	// DocsURL is the base of every error's docs_url: {DocsURL}/errors/<code>.
@@ -77,6 +78,10 @@ func (s *Server) Handler() http.Handler {
 		r.With(s.boundStreams, longLived(s.streamWindow)).Get("/queries/{id}/stream", s.stream)
 		r.Get("/models", s.models)
 		r.Post("/estimate-cost", s.estimate)
+		r.Post("/files", s.upload)
+		r.Get("/files", s.listFiles)
+		r.Get("/files/{id}", s.getFile)
+		r.Delete("/files/{id}", s.deleteFile)
 	})
 	r.NotFound(s.noRoute)
 	r.MethodNotAllowed(s.noMethod)

@@ -17,7 +17,7 @@ var errorDocs = map[string]string{
 	apperr.InvalidModel:        "A model_id or custom model id is not in the catalog this server accepts now. GET /v1/models is the authority.",
 	apperr.InvalidFiles:        "The files field of a query is not acceptable: it must be an array of at most 5 distinct file ids (POST /v1/files) whose files total at most 20 MB.",
 	apperr.FileNotFound:        "A file id of the query names no file of your account: it never existed, was deleted, or belongs to another account.",
-	apperr.FileExpired:         "A file of the query is past its 48 hours; upload it again and attach the new file id.",
+	apperr.FileExpired:         "The file was uploaded 48 hours ago or more: it can no longer be read (GET /v1/files/{id}) or attached to a query. Upload it again and use the new file id.",
 	apperr.InsufficientCredits: "The estimated cost exceeds the account's available credits. Top up or select fewer or cheaper models.",
 	apperr.MonthlyCapExceeded:  "The query would pass the account's monthly credit cap.",
 	apperr.RateLimited:         "The API key already has 8 queries in flight: wait at least Retry-After seconds (30); no exponential backoff is needed. Or your address holds the most open connections this server allows from one address (CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR): close idle ones, or wait Retry-After seconds (1).",
@@ -32,6 +32,9 @@ var errorDocs = map[string]string{
 	apperr.NotFound:            "No such resource for this account. A query of another account is reported as not found.",
 	apperr.Internal:            "An unexpected server error. It was logged; retry later.",
 	apperr.MethodNotAllowed:    "The path exists but not with this HTTP method.",
+	apperr.UnsupportedFileType: "POST /v1/files: the file's name has no accepted extension (png, jpg, jpeg, gif, webp, pdf, doc, docx, py, js, ts, html, htm, css, json, yaml, yml, sql), or its content, sniffed, is not what the extension says (an executable named .png, a zip named .docx that is not a Word document). Nothing was stored.",
+	apperr.FileTooLarge:        "POST /v1/files: the file is larger than its kind allows: images 20 MB, PDF, DOC and DOCX 32 MB, text and code 10 MB. Nothing was stored.",
+	apperr.InvalidFile:         "POST /v1/files: the file is empty, a text or code file is not valid UTF-8, or its text extraction failed (a malformed or hostile file, or one past the extraction's CPU, memory or time limits). Nothing was stored.",
 	apperr.InvalidAdminToken:   "Admin API: the Authorization header does not carry the admin token.",
 	apperr.InvalidTransition:   "Admin API: the key's state does not allow this action (for example, a revoked key stays revoked).",
 }

@@ -18,8 +18,12 @@ import (
 func Status(code string) int {
 	switch code {
 	case apperr.InvalidRequest, apperr.InvalidPrompt, apperr.InvalidMode, apperr.InvalidModels, apperr.InvalidModel,
-		apperr.InvalidFiles, apperr.FileNotFound, apperr.FileExpired:
+		apperr.InvalidFiles, apperr.FileNotFound, apperr.FileExpired, apperr.InvalidFile:
 		return http.StatusBadRequest
+	case apperr.UnsupportedFileType:
+		return http.StatusUnsupportedMediaType
+	case apperr.FileTooLarge:
+		return http.StatusRequestEntityTooLarge
 	case apperr.InsufficientCredits, apperr.MonthlyCapExceeded:
 		return http.StatusPaymentRequired
 	case apperr.RateLimited:

@@ -61,3 +61,23 @@ func BuildPDF(objects ...string) []byte {
 
 // TestExtractPDFGivesUpOnLoops feeds the PDF reader files it would loop
 // forever on: each must come back, with the pages that can be read.
+
+// PaddedPDF returns MinimalPDF's one page grown to at least size bytes by
+// an object no page refers to: a large file that reads quickly.
+func PaddedPDF(size int, lines ...string) []byte {
+	var content bytes.Buffer
+	content.WriteString("BT\n/F1 12 Tf\n72 720 Td\n14 TL\n")
+	for _, l := range lines {
+		fmt.Fprintf(&content, "(%s) Tj T*\n", pdfEscape.Replace(l))
+	}
+	content.WriteString("ET\n")
+	return BuildPDF(
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+		PDFStream(content.String()),
+		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+		"<< /Title (Padded) >>",
+		PDFStream(strings.Repeat("0", size)),
+	)
+}

@@ -1,0 +1,194 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/crosscheck/crosscheck/internal/accounts"
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/files"
+)
+
+// Files stores and reads uploaded files.
+type Files interface {
+	Upload(ctx context.Context, caller accounts.Caller, name, purpose string, body io.Reader) (files.Meta, error)
+	Get(ctx context.Context, accountID, fileID string) (files.Meta, error)
+	List(ctx context.Context, accountID string, limit int, after string) (files.Page, error)
+	Delete(ctx context.Context, accountID, fileID string) error
+}
+
+// uploadTimeout bounds the reading of an upload's body and the answer to
+// it, in place of the server's shorter read and write timeouts.
+const uploadTimeout = 10 * time.Minute
+
+// maxFieldBytes bounds the name and purpose fields of an upload.
+const maxFieldBytes = 1024
+
+// FileObject is a file as the API shows it.
+type FileObject struct {
+	FileID     string         `json:"file_id"`
+	Object     string         `json:"object"`
+	Name       string         `json:"name"`
+	Kind       string         `json:"kind"`
+	MediaType  string         `json:"media_type"`
+	Bytes      int64          `json:"bytes"`
+	SHA256     string         `json:"sha256"`
+	CreatedAt  time.Time      `json:"created_at"`
+	ExpiresAt  time.Time      `json:"expires_at"`
+	Extraction FileExtraction `json:"extraction"`
+}
+
+// FileExtraction is what text extraction produced for a file.
+type FileExtraction struct {
+	Pages     int  `json:"pages"`
+	Chars     int  `json:"chars"`
+	Truncated bool `json:"truncated"`
+}
+
+// FileList is the body of GET /v1/files.
+type FileList struct {
+	Object  string       `json:"object"`
+	Data    []FileObject `json:"data"`
+	HasMore bool         `json:"has_more"`
+}
+
+func fileObject(m files.Meta) FileObject {
+	return FileObject{
+		FileID: m.ID, Object: "file", Name: m.Name, Kind: m.Kind, MediaType: m.MediaType, Bytes: m.Bytes, SHA256: m.SHA256,
+		CreatedAt: m.CreatedAt.UTC(), ExpiresAt: m.ExpiresAt.UTC(),
+		Extraction: FileExtraction{Pages: m.Pages, Chars: m.Chars, Truncated: m.Truncated},
+	}
+}
+
+// upload reads a multipart/form-data body: the optional fields name and
+// purpose, then the part file, streamed to the file service; parts after
+// the file are not read.
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	if s.stopping() {
+		closeUnread(w, r)
+		s.writeError(w, r, errStopping, "")
+		return
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(uploadTimeout))
+	_ = rc.SetWriteDeadline(time.Now().Add(uploadTimeout))
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "multipart/form-data" {
+		closeUnread(w, r)
+		s.writeError(w, r, apperr.New(apperr.InvalidRequest, "upload a file as multipart/form-data with the part file"), "")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, files.MaxUploadBytes)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		closeUnread(w, r)
+		s.writeError(w, r, apperr.New(apperr.InvalidRequest, "the multipart body is malformed: %v", err), "")
+		return
+	}
+	var name, purpose string
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			closeUnread(w, r)
+			s.writeError(w, r, apperr.New(apperr.InvalidRequest, "the upload has no part named file"), "")
+			return
+		}
+		if err != nil {
+			closeUnread(w, r)
+			s.writeError(w, r, partError(err), "")
+			return
+		}
+		switch part.FormName() {
+		case "file":
+			if name == "" {
+				name = part.FileName()
+			}
+			m, err := s.Files.Upload(r.Context(), caller(r), name, purpose, part)
+			if err != nil {
+				closeUnread(w, r)
+				s.writeError(w, r, err, "")
+				return
+			}
+			w.Header().Set("Location", "/v1/files/"+m.ID)
+			writeJSON(w, http.StatusCreated, fileObject(m))
+			return
+		case "name", "purpose":
+			b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+			if err != nil {
+				closeUnread(w, r)
+				s.writeError(w, r, partError(err), "")
+				return
+			}
+			if len(b) > maxFieldBytes {
+				closeUnread(w, r)
+				s.writeError(w, r, apperr.New(apperr.InvalidRequest, "the field %s exceeds %d bytes", part.FormName(), maxFieldBytes), "")
+				return
+			}
+			if part.FormName() == "name" {
+				name = strings.TrimSpace(string(b))
+			} else {
+				purpose = strings.TrimSpace(string(b))
+			}
+		default:
+			closeUnread(w, r)
+			s.writeError(w, r, apperr.New(apperr.InvalidRequest, "unknown part %q: send name, purpose, then file", part.FormName()), "")
+			return
+		}
+	}
+}
+
+func partError(err error) error {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return apperr.New(apperr.FileTooLarge, "the upload is larger than %d bytes", files.MaxUploadBytes)
+	}
+	return apperr.New(apperr.InvalidRequest, "the multipart body is malformed or ended early")
+}
+
+func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
+	m, err := s.Files.Get(r.Context(), caller(r).AccountID, chi.URLParam(r, "id"))
+	if err != nil {
+		s.writeError(w, r, err, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, fileObject(m))
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
+	limit := 20
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > files.MaxListLimit {
+			s.writeError(w, r, apperr.New(apperr.InvalidRequest, "limit must be an integer from 1 to %d", files.MaxListLimit), "")
+			return
+		}
+		limit = n
+	}
+	p, err := s.Files.List(r.Context(), caller(r).AccountID, limit, r.URL.Query().Get("after"))
+	if err != nil {
+		s.writeError(w, r, err, "")
+		return
+	}
+	out := FileList{Object: "list", Data: []FileObject{}, HasMore: p.HasMore}
+	for _, m := range p.Files {
+		out.Data = append(out.Data, fileObject(m))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if err := s.Files.Delete(r.Context(), caller(r).AccountID, id); err != nil {
+		s.writeError(w, r, err, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"file_id": id, "object": "file", "deleted": true})
+}
