@@ -58,7 +58,17 @@ type Reads struct {
 	Images bool
 	// PDF: PDF documents, each page's text and image.
 	PDF bool
+	// InlineBytes, when not zero, bounds the bytes of the files one request
+	// carries natively (before base64): a model whose requests carry them
+	// inline within a size limit gets the files that do not fit as their
+	// extracted text.
+	InlineBytes int64
 }
+
+// GeminiInlineBytes is the bound of Gemini's inline data: a request is at
+// most 20 MB with the files base64-encoded (4 bytes for 3), so 14 MiB of
+// files leave room for the prompt.
+const GeminiInlineBytes = 14 << 20
 
 // Kinds of an attached file, as the files service classifies an upload:
 // the names of the event vocabulary.
@@ -230,11 +240,12 @@ func title(s string) string { return string(s[0]-'a'+'A') + s[1:] }
 // What each model reads natively follows its vendor's documentation: the
 // OpenAI models take images (input_image) and PDFs (input_file) in the
 // Responses API; the Claude models image and PDF document blocks; the Gemini
-// models both as inline data. Over chat completions, Mistral Medium and Small
+// models both as inline data, within GeminiInlineBytes a request. Over chat completions, Mistral Medium and Small
 // take image parts (vision); Ministral 8B and Mistral Large read text only,
 // and no Mistral model takes a PDF there.
 func Vendor() *Catalog {
 	all := Reads{Images: true, PDF: true}
+	inline := Reads{Images: true, PDF: true, InlineBytes: GeminiInlineBytes}
 	row := func(id, name, tier, tokenizer string, reads Reads) Model {
 		return Model{ID: id, Name: name, Tier: tier, Default: tier == TierStandard, Pricing: priced(tier), Tokenizer: tokenizer, ExpectedOutput: 600, Reads: reads}
 	}
@@ -253,10 +264,10 @@ func Vendor() *Catalog {
 			row("claude-opus-4-5", "Claude Opus 4.5", TierPremium, "", all),
 		}},
 		{Key: ProviderC, Models: []Model{
-			row("gemini-2.5-flash", "Gemini 2.5 Flash", TierStandard, "", all),
-			row("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite", TierBudget, "", all),
-			row("gemini-2.5-pro", "Gemini 2.5 Pro", TierPremium, "", all),
-			row("gemini-3-pro-preview", "Gemini 3 Pro (preview)", TierPremium, "", all),
+			row("gemini-2.5-flash", "Gemini 2.5 Flash", TierStandard, "", inline),
+			row("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite", TierBudget, "", inline),
+			row("gemini-2.5-pro", "Gemini 2.5 Pro", TierPremium, "", inline),
+			row("gemini-3-pro-preview", "Gemini 3 Pro (preview)", TierPremium, "", inline),
 		}},
 		{Key: ProviderD, Models: []Model{
 			row("mistral-medium-latest", "Mistral Medium", TierStandard, "", Reads{Images: true}),

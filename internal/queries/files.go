@@ -2,10 +2,12 @@ package queries
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -135,5 +137,31 @@ func resolveFiles(ctx context.Context, lookup FileLookup, cat *catalog.Catalog, 
 	if total > MaxFilesBytes {
 		return nil, apperr.New(apperr.InvalidFiles, "the files total %d bytes; a query attaches at most 20 MB (%d bytes) combined", total, MaxFilesBytes)
 	}
+	for _, m := range req.Selected {
+		if model, ok := cat.Model(m.Provider, m.ModelID); ok && model.Reads.InlineBytes > 0 {
+			withinInline(out, m.Key(), model.Reads.InlineBytes)
+		}
+	}
 	return out, nil
+}
+
+// withinInline keeps the files that model (a ModelRef key) reads natively
+// within limit bytes, the smallest first: the others reach it as their
+// extracted text.
+func withinInline(refs []events.FileRef, model string, limit int64) {
+	var native []int
+	for i, r := range refs {
+		if slices.Contains(r.NativeFor, model) {
+			native = append(native, i)
+		}
+	}
+	slices.SortStableFunc(native, func(a, b int) int { return cmp.Compare(refs[a].Bytes, refs[b].Bytes) })
+	var used int64
+	for _, i := range native {
+		if used+refs[i].Bytes <= limit {
+			used += refs[i].Bytes
+			continue
+		}
+		refs[i].NativeFor = slices.DeleteFunc(refs[i].NativeFor, func(k string) bool { return k == model })
+	}
 }

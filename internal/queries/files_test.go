@@ -148,3 +148,48 @@ func TestFilesDoNotCountTowardThePromptLimit(t *testing.T) {
 		t.Fatalf("a prompt at its limit with a file: %v", err)
 	}
 }
+
+// A model whose requests carry native files inline within a size bound
+// (Gemini's inline data: 20 MB a request, base64 included) gets as many
+// files natively as fit its bound, the smallest first, and the others as
+// their extracted text; models without such a bound read them all natively.
+func TestResolveFilesKeepsInlineFilesWithinTheModelsBound(t *testing.T) {
+	files := fakeFiles{
+		fileID(20): {ID: fileID(20), AccountID: owner, Name: "big.pdf", Kind: catalog.KindPDF, MediaType: "application/pdf", Bytes: 10 << 20, TextChars: 5000, ExpiresAt: filesNow.Add(time.Hour)},
+		fileID(21): {ID: fileID(21), AccountID: owner, Name: "mid.pdf", Kind: catalog.KindPDF, MediaType: "application/pdf", Bytes: 8 << 20, TextChars: 4000, ExpiresAt: filesNow.Add(time.Hour)},
+		fileID(22): {ID: fileID(22), AccountID: owner, Name: "small.png", Kind: catalog.KindImage, MediaType: "image/png", Bytes: 1 << 20, ExpiresAt: filesNow.Add(time.Hour)},
+	}
+	cat := catalog.Vendor()
+	body := `{"mode":"unify","prompt":"What do the files say?","models":{"provider_a":"gpt-4.1","provider_c":"gemini-2.5-flash"},"files":["` +
+		fileID(20) + `","` + fileID(21) + `","` + fileID(22) + `"]}`
+	req, err := Decode([]byte(body), cat, unifyOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, err := resolveFiles(context.Background(), files, cat, owner, req, filesNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gemini, _ := cat.Model(catalog.ProviderC, "gemini-2.5-flash")
+	var inline int64
+	seen := map[string]string{}
+	for _, r := range refs {
+		seen["provider_a/"+r.Name] = r.SeenBy("provider_a")
+		seen["provider_c/"+r.Name] = r.SeenBy("provider_c")
+		if r.SeenBy("provider_c") == events.FileSeenNative {
+			inline += r.Bytes
+		}
+	}
+	if gemini.Reads.InlineBytes == 0 || inline > gemini.Reads.InlineBytes {
+		t.Fatalf("gemini carries %d bytes of files inline, its bound is %d", inline, gemini.Reads.InlineBytes)
+	}
+	want := map[string]string{
+		"provider_a/big.pdf": events.FileSeenNative, "provider_a/mid.pdf": events.FileSeenNative, "provider_a/small.png": events.FileSeenNative,
+		"provider_c/big.pdf": events.FileSeenText, "provider_c/mid.pdf": events.FileSeenNative, "provider_c/small.png": events.FileSeenNative,
+	}
+	for k, w := range want {
+		if seen[k] != w {
+			t.Errorf("%s seen %q, want %q", k, seen[k], w)
+		}
+	}
+}
