@@ -765,14 +765,28 @@ func benchReplay(ctx context.Context, dir string, always bool) (float64, error) 
 		return 0, err
 	}
 	defer closeStore()
-	if err := store.ResetQueryStatus(ctx); err != nil {
+	stop := startProfile("replay", always)
+	defer stop()
+	n, secs, err := replay(ctx, store)
+	if err != nil {
 		return 0, err
+	}
+	return float64(n) / secs, nil
+}
+
+// replay empties the query read model of store and rebuilds it from every
+// event of QUERIES with the production projector and runner; it returns the
+// number of events applied and the seconds the rebuild took.
+func replay(ctx context.Context, store *eventstore.Store) (int64, float64, error) {
+	if err := store.ResetQueryStatus(ctx); err != nil {
+		return 0, 0, err
 	}
 	const name = "bench_replay"
 	_ = projections.Rewind(ctx, store.Projections, name)
+	defer func() { _ = projections.Rewind(context.WithoutCancel(ctx), store.Projections, name) }()
 	state, err := store.Queries.State(ctx)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	total := int64(state.Msgs)
 	var applied atomic.Int64
@@ -790,17 +804,14 @@ func benchReplay(ctx context.Context, dir string, always bool) (float64, error) 
 			}
 			return nil
 		}}
-	stop := startProfile("replay", always)
-	defer stop()
 	t := time.Now()
-	go func() { _ = runner.Run(runCtx) }()
+	ran := make(chan struct{})
+	go func() { _ = runner.Run(runCtx); close(ran) }()
+	defer func() { cancel(); <-ran }()
 	select {
 	case <-finished:
 	case <-time.After(3 * time.Minute):
-		return 0, fmt.Errorf("replay applied %d of %d events", applied.Load(), total)
+		return 0, 0, fmt.Errorf("replay applied %d of %d events", applied.Load(), total)
 	}
-	secs := time.Since(t).Seconds()
-	cancel()
-	_ = projections.Rewind(ctx, store.Projections, name)
-	return float64(total) / secs, nil
+	return total, time.Since(t).Seconds(), nil
 }

@@ -1,11 +1,17 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"os"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/crosscheck/crosscheck/internal/app"
+	"github.com/crosscheck/crosscheck/internal/events"
 )
 
 // A seconds-long run of the benchmark code: every phase runs and reports a
@@ -36,4 +42,80 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkReplay rebuilds the query read model from a store holding the
+// events of many unify queries: one query run through the simulated
+// pipeline, copied under new request and event ids. One op is one rebuild
+// of every event; events/s is reported beside ns/op.
+func BenchmarkReplay(b *testing.B) {
+	const queries = 2000
+	ctx := context.Background()
+	m, dir, err := benchMain(ctx, false, 0)
+	if dir != "" {
+		b.Cleanup(func() { _ = os.RemoveAll(dir) })
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Close() })
+	if err := copyQueries(ctx, m, queries); err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	var secs float64
+	b.ResetTimer()
+	for b.Loop() {
+		got, s, err := replay(ctx, m.Store)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, secs = n+got, secs+s
+	}
+	b.ReportMetric(float64(n)/secs, "events/s")
+}
+
+// copyQueries runs one unify query through m and appends n copies of its
+// events, each copy under a new request id and new event ids.
+func copyQueries(ctx context.Context, m *app.Main, n int) error {
+	keys, err := benchKeys(ctx, m, 1)
+	if err != nil {
+		return err
+	}
+	done, err := watchCompletions(m.Conn())
+	if err != nil {
+		return err
+	}
+	defer done.sub.Unsubscribe()
+	id, err := benchSubmit(ctx, m.URL(), keys[0], "replay model query")
+	if err != nil {
+		return err
+	}
+	if _, err := done.wait(ctx, id); err != nil {
+		return err
+	}
+	_, recs, err := m.Store.LoadQuery(ctx, id)
+	if err != nil {
+		return err
+	}
+	// Copies run interleaved, 64 at a time, as concurrent queries are
+	// stored: a query's events spread over several batches of a rebuild.
+	const together = 64
+	for start := 0; start < n; start += together {
+		ids := make([]string, min(together, n-start))
+		for i := range ids {
+			ids[i] = "req_" + events.NewID()
+		}
+		for _, r := range recs {
+			for _, next := range ids {
+				eid := events.NewID()
+				raw := bytes.ReplaceAll(r.Raw, []byte(id), []byte(next))
+				raw = bytes.Replace(raw, []byte(r.Envelope.ID), []byte(eid), 1)
+				if _, err := m.Store.AppendRaw(ctx, strings.Replace(r.Envelope.Subject, id, next, 1), raw, eid); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }

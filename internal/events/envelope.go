@@ -120,9 +120,31 @@ type typed struct {
 	Data    any       `json:"data"`
 }
 
-// Decode decodes an envelope and its event from stored bytes, in one pass:
-// the type is read first, then the whole envelope into that event type.
+// Decode decodes an envelope and its event from stored bytes. Envelopes in
+// the form Wrap's envelope marshals to (the header fields in their order,
+// plain strings, data last) have their header read by hand and only their
+// data decoded into the event; anything else is decoded in full, the type
+// read first. Both give the same record, and an error for invalid JSON.
 func Decode(seq uint64, raw []byte) (Record, error) {
+	if env, data, ok := scanHeader(raw); ok {
+		mk, known := registry[env.Type]
+		if !known {
+			return Record{}, fmt.Errorf("decode envelope at %d: unknown event type %q", seq, env.Type)
+		}
+		// Bytes that are one JSON value are the whole data (a value
+		// followed by more fields is not one); anything else is decoded in
+		// full, which tells a later field from invalid JSON.
+		ev := mk()
+		if err := json.Unmarshal(data, ev); err == nil {
+			return Record{Seq: seq, Envelope: env, Event: deref(ev), Raw: raw}, nil
+		}
+	}
+	return decodeFull(seq, raw)
+}
+
+// decodeFull decodes an envelope of any form in one pass: the type is read
+// first, then the whole envelope into that event type.
+func decodeFull(seq uint64, raw []byte) (Record, error) {
 	typ, err := peekType(raw)
 	if err != nil {
 		return Record{}, fmt.Errorf("decode envelope at %d: %w", seq, err)
@@ -142,6 +164,73 @@ func Decode(seq uint64, raw []byte) (Record, error) {
 	env := Envelope{ID: t.ID, Type: t.Type, Source: t.Source, Subject: t.Subject, Time: t.Time, Schema: t.Schema}
 	// Events are kept as values, not pointers, so type switches read plainly.
 	return Record{Seq: seq, Envelope: env, Event: deref(ev), Raw: raw}, nil
+}
+
+// scanHeader reads the header of an envelope exactly as json.Marshal writes
+// an Envelope: {"id":"…","type":"…","source":"…","subject":"…","time":"…",
+// "schema":N,"data":…}, every string plain ASCII without escapes. It
+// returns the header (Data left empty) and the bytes from the data to the
+// envelope's closing brace, not yet validated; ok is false for any other form, which the caller decodes in
+// full.
+func scanHeader(raw []byte) (env Envelope, data []byte, ok bool) {
+	rest := raw
+	str := func(key string) (string, bool) {
+		if !bytes.HasPrefix(rest, []byte(key)) {
+			return "", false
+		}
+		rest = rest[len(key):]
+		end := bytes.IndexByte(rest, '"')
+		if end < 0 {
+			return "", false
+		}
+		for _, c := range rest[:end] {
+			if c == '\\' || c < 0x20 || c >= 0x80 {
+				return "", false
+			}
+		}
+		v := string(rest[:end])
+		rest = rest[end+1:]
+		return v, true
+	}
+	var at string
+	if env.ID, ok = str(`{"id":"`); !ok {
+		return
+	}
+	if env.Type, ok = str(`,"type":"`); !ok {
+		return
+	}
+	if env.Source, ok = str(`,"source":"`); !ok {
+		return
+	}
+	if env.Subject, ok = str(`,"subject":"`); !ok {
+		return
+	}
+	if at, ok = str(`,"time":"`); !ok {
+		return
+	}
+	t, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		return Envelope{}, nil, false
+	}
+	env.Time = t
+	const schema, dataKey = `,"schema":`, `,"data":`
+	if !bytes.HasPrefix(rest, []byte(schema)) {
+		return Envelope{}, nil, false
+	}
+	rest = rest[len(schema):]
+	n := 0
+	for n < len(rest) && n < 9 && rest[n] >= '0' && rest[n] <= '9' {
+		env.Schema = env.Schema*10 + int(rest[n]-'0')
+		n++
+	}
+	if n == 0 || (n > 1 && rest[0] == '0') {
+		return Envelope{}, nil, false
+	}
+	rest = rest[n:]
+	if !bytes.HasPrefix(rest, []byte(dataKey)) || len(rest) < len(dataKey)+1 || rest[len(rest)-1] != '}' {
+		return Envelope{}, nil, false
+	}
+	return env, rest[len(dataKey) : len(rest)-1], true
 }
 
 // peekType finds the envelope's "type" without decoding the rest. Envelopes

@@ -233,6 +233,17 @@ func (b *Bucket) GetLatest(ctx context.Context, key string) ([]byte, error) {
 	return resp.Message.Data, nil
 }
 
+// Empty reports whether the bucket holds no entry, deleted ones included:
+// true for a bucket nothing was ever written to since it was created or
+// reset.
+func (b *Bucket) Empty(ctx context.Context) (bool, error) {
+	st, err := b.handle().Status(ctx)
+	if err != nil {
+		return false, classify("status "+b.name, err)
+	}
+	return st.Values() == 0, nil
+}
+
 // reset deletes the bucket and creates it empty, with the replicas the
 // store was opened with.
 func (b *Bucket) reset(ctx context.Context, description string) error {

@@ -19,6 +19,9 @@ type QueryStatus struct {
 
 	cache map[string]*QueryDoc // used by the runner's goroutine only
 	run   any                  // the run the cache was filled in
+	// fresh is whether the bucket was empty when this run began (a
+	// rebuild): then nothing is stored for a query but what this run wrote.
+	fresh bool
 }
 
 // HandleBatch applies query events in stream order.
@@ -27,6 +30,12 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 		// Another process may have run the projection since this run's
 		// predecessor filled the cache: the stored documents are the truth.
 		p.cache, p.run = map[string]*QueryDoc{}, run
+		empty, err := p.Store.QueryStatus.Empty(ctx)
+		if err != nil {
+			p.run = nil // asked again with the batch's retry
+			return err
+		}
+		p.fresh = empty
 	}
 	changed := map[string]*QueryDoc{}
 	var order []string
@@ -69,15 +78,16 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 }
 
 // load returns the current document of id, to which r applies next:
-// cached, stored, or empty. A submitted event delivered for the first time
-// starts its query, so nothing can be stored for it yet: unless it was
-// stored before this run started, when an earlier run may have applied it.
+// cached, stored, or empty. A submitted event starts its query, so nothing
+// can be stored for it yet when this run sees it: unless it was stored
+// before this run started and the bucket was not empty then, when an earlier
+// run may have applied it.
 func (p *QueryStatus) load(ctx context.Context, id string, r events.Record) (*QueryDoc, error) {
 	if doc := p.cache[id]; doc != nil {
 		return doc, nil
 	}
 	doc := &QueryDoc{}
-	if _, first := r.Event.(events.QuerySubmitted); first && !r.Replayed {
+	if _, first := r.Event.(events.QuerySubmitted); first && (!r.Replayed || p.fresh) {
 		return doc, nil
 	}
 	raw, err := p.Store.QueryStatus.GetLatest(ctx, id)
