@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // Structured checks structured output against the request's schema. When a
@@ -49,34 +49,48 @@ func (s *Structured) Complete(ctx context.Context, req Request) (Response, error
 	return second, nil
 }
 
-var compiled sync.Map // schema JSON → *openapi3.Schema
+var compiled sync.Map // schema JSON → *jsonschema.Schema
 
 // Validate parses resp's structured output (resp.JSON, else the text, with
 // any Markdown code fence removed), checks it against schema (JSON Schema
-// 2020-12), and stores the object in resp.JSON.
+// 2020-12, each schema compiled once), and stores the object in resp.JSON.
 func Validate(schema *Schema, resp *Response) error {
 	raw := bytes.TrimSpace(resp.JSON)
 	if len(raw) == 0 {
 		raw = unfence([]byte(resp.Text))
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
 		return fmt.Errorf("not JSON: %v", err)
 	}
 	key := string(schema.JSON)
 	sc, ok := compiled.Load(key)
 	if !ok {
-		var parsed openapi3.Schema
-		if err := json.Unmarshal(schema.JSON, &parsed); err != nil {
+		compiledSchema, err := compile(schema.JSON)
+		if err != nil {
 			return fmt.Errorf("the schema itself is invalid: %v", err)
 		}
-		sc, _ = compiled.LoadOrStore(key, &parsed)
+		sc, _ = compiled.LoadOrStore(key, compiledSchema)
 	}
-	if err := sc.(*openapi3.Schema).VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
+	if err := sc.(*jsonschema.Schema).Validate(v); err != nil {
 		return err
 	}
 	resp.JSON = json.RawMessage(raw)
 	return nil
+}
+
+// compile compiles a JSON Schema 2020-12 document.
+func compile(doc json.RawMessage) (*jsonschema.Schema, error) {
+	parsed, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	if err := c.AddResource("structured-output.json", parsed); err != nil {
+		return nil, err
+	}
+	return c.Compile("structured-output.json")
 }
 
 func unfence(b []byte) []byte {

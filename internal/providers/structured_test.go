@@ -57,3 +57,16 @@ func TestStructuredRepairsOnce(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkValidate measures the validation of one structured answer
+// against its schema: it runs on every structured call of every query.
+func BenchmarkValidate(b *testing.B) {
+	schema := &Schema{Name: "answer", JSON: json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string"},"conflicts":{"type":"array","items":{"type":"object","properties":{"topic":{"type":"string"},"positions":{"type":"array","items":{"type":"object","properties":{"model":{"type":"string"},"position":{"type":"string"}},"required":["model","position"],"additionalProperties":false}},"resolution":{"type":"string"}},"required":["topic","positions","resolution"],"additionalProperties":false}},"verdict":{"type":"string","enum":["supported","refuted","unverifiable"]}},"required":["answer","conflicts"],"additionalProperties":false}`)}
+	out := json.RawMessage(`{"answer":"x","conflicts":[{"topic":"t","positions":[{"model":"a","position":"p"}],"resolution":"r"}],"verdict":"supported"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Validate(schema, &Response{JSON: out}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
