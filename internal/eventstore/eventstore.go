@@ -166,7 +166,17 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 			Retention:   jetstream.WorkQueuePolicy,
 			MaxAge:      30 * 24 * time.Hour,
 		}},
-		{&s.Files, filesStreamConfig()},
+		{&s.Files, jetstream.StreamConfig{
+			Name:        StreamFiles,
+			Description: "Every event of every account's files (uploaded, extracted, deleted, expired): ev.file.<account_id>.<event>",
+			Subjects:    []string{"ev.file.>"},
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.LimitsPolicy,
+			Duplicates:  2 * time.Minute,
+			DenyDelete:  true,
+			DenyPurge:   true,
+			AllowDirect: true,
+		}},
 	}
 	buckets := []struct {
 		dst **Bucket

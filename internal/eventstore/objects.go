@@ -26,20 +26,6 @@ const (
 	FilesTTL = 48 * time.Hour
 )
 
-func filesStreamConfig() jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:        StreamFiles,
-		Description: "Every event of every account's files (uploaded, extracted, deleted, expired): ev.file.<account_id>.<event>",
-		Subjects:    []string{"ev.file.>"},
-		Storage:     jetstream.FileStorage,
-		Retention:   jetstream.LimitsPolicy,
-		Duplicates:  2 * time.Minute,
-		DenyDelete:  true,
-		DenyPurge:   true,
-		AllowDirect: true,
-	}
-}
-
 // Objects is an Object Store bucket of the store.
 type Objects struct {
 	name string

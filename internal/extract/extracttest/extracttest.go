@@ -13,20 +13,26 @@ var pdfEscape = strings.NewReplacer(`\`, `\\`, `(`, `\(`, `)`, `\)`)
 // MinimalPDF returns a one-page PDF whose page shows lines in Helvetica and
 // whose document information names title.
 func MinimalPDF(title string, lines ...string) []byte {
+	return onePage(title, lines)
+}
+
+// onePage builds the one-page PDF of MinimalPDF, with extra objects after
+// the document information.
+func onePage(title string, lines []string, extra ...string) []byte {
 	var content bytes.Buffer
 	content.WriteString("BT\n/F1 12 Tf\n72 720 Td\n14 TL\n")
 	for _, l := range lines {
 		fmt.Fprintf(&content, "(%s) Tj T*\n", pdfEscape.Replace(l))
 	}
 	content.WriteString("ET\n")
-	return BuildPDF(
+	return BuildPDF(append([]string{
 		"<< /Type /Catalog /Pages 2 0 R >>",
 		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
 		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
 		PDFStream(content.String()),
 		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
 		fmt.Sprintf("<< /Title (%s) >>", pdfEscape.Replace(title)),
-	)
+	}, extra...)...)
 }
 
 // PDFStream returns a PDF stream object of content.
@@ -59,25 +65,8 @@ func BuildPDF(objects ...string) []byte {
 	return b.Bytes()
 }
 
-// TestExtractPDFGivesUpOnLoops feeds the PDF reader files it would loop
-// forever on: each must come back, with the pages that can be read.
-
 // PaddedPDF returns MinimalPDF's one page grown to at least size bytes by
 // an object no page refers to: a large file that reads quickly.
 func PaddedPDF(size int, lines ...string) []byte {
-	var content bytes.Buffer
-	content.WriteString("BT\n/F1 12 Tf\n72 720 Td\n14 TL\n")
-	for _, l := range lines {
-		fmt.Fprintf(&content, "(%s) Tj T*\n", pdfEscape.Replace(l))
-	}
-	content.WriteString("ET\n")
-	return BuildPDF(
-		"<< /Type /Catalog /Pages 2 0 R >>",
-		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
-		PDFStream(content.String()),
-		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-		"<< /Title (Padded) >>",
-		PDFStream(strings.Repeat("0", size)),
-	)
+	return onePage("Padded", lines, PDFStream(strings.Repeat("0", size)))
 }
