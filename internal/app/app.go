@@ -294,6 +294,7 @@ func (m *Main) listen(ctx context.Context) error {
 		Auth: m.Accounts, Queries: m.Queries, Events: m.Store, Files: m.Files, Catalog: m.Catalog,
 		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat, Stopping: m.stopping.Load,
 		MaxStreams: m.Config.SSEMaxStreams, MaxStreamsPerKey: m.Config.SSEMaxStreamsPerKey,
+		UploadIdle: m.Config.HTTP.ReadTimeout,
 	}
 	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
 	m.public, m.publicLn = handlers.NewServer(m.publicLn, api.Handler(), m.Config.HTTP, docs, ctx)

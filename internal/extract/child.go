@@ -81,7 +81,7 @@ func Extract(format string, data []byte, caps Caps) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Document: doc}
+	res := Result{Document: doc, Truncated: doc.Skipped > 0}
 	if caps.MaxPages > 0 && format == FormatPDF && len(res.Paragraphs) > caps.MaxPages {
 		res.Paragraphs, res.Truncated = res.Paragraphs[:caps.MaxPages], true
 	}

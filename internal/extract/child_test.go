@@ -145,3 +145,25 @@ func TestDOCTitleAndFields(t *testing.T) {
 		t.Errorf("paragraphs %q, want the field result without its instruction", got)
 	}
 }
+
+// A page whose content is over the reader's stream bound is left out, and
+// the result says text was left out (it read as an empty, complete file).
+func TestExtractReportsAPageLeftOut(t *testing.T) {
+	big := "BT /F1 12 Tf " + strings.Repeat("(x) Tj ", maxPDFStream/7+1) + "ET\n"
+	doc := extracttest.BuildPDF(
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R 5 0 R] /Count 2 >>",
+		"<< /Type /Page /Parent 2 0 R /Contents 4 0 R /Resources << /Font << /F1 7 0 R >> >> >>",
+		extracttest.PDFStream("BT /F1 12 Tf (Page one.) Tj ET\n"),
+		"<< /Type /Page /Parent 2 0 R /Contents 6 0 R /Resources << /Font << /F1 7 0 R >> >> >>",
+		extracttest.PDFStream(big),
+		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+	)
+	res, err := Extract(FormatPDF, doc, Caps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Text() != "Page one." || !res.Truncated {
+		t.Errorf("got %q truncated %v; want page one, truncated", res.Text(), res.Truncated)
+	}
+}

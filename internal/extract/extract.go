@@ -21,6 +21,9 @@ type Document struct {
 	Title      string   // empty: the file name stands in
 	URL        string   // empty: the corpus:// address stands in
 	Paragraphs []string // in reading order
+	// Skipped counts the pages left out because they are over the
+	// reader's bounds (a PDF page's content over maxPDFStream, say).
+	Skipped int
 }
 
 // Formats read, by file extension.

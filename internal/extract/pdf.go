@@ -71,6 +71,7 @@ func readPDF(data []byte) (doc Document, err error) {
 	doc.Title = OneLine(r.Trailer().Key("Info").Key("Title").Text())
 	for _, p := range pdfPages(r.Trailer().Key("Root").Key("Pages")) {
 		if !pdfStreamSafe(p.V.Key("Contents")) {
+			doc.Skipped++
 			continue
 		}
 		text, err := p.GetPlainText(pdfFonts(p))

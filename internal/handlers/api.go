@@ -60,11 +60,18 @@ type Server struct {
 	// Idempotency-Key. Reads and open streams go on until the servers stop.
 	Stopping func() bool
 
-	streams streamSlots
+	// UploadIdle is how long an upload's body may send nothing before the
+	// upload is ended; zero takes DefaultUploadIdle.
+	UploadIdle time.Duration
+
+	streams keySlots
+	uploads keySlots
 }
 
 // Handler returns the public API's router.
 func (s *Server) Handler() http.Handler {
+	s.streams.what, s.streams.hint = "open event streams", "close one, or poll GET /v1/queries/{id}"
+	s.uploads.what, s.uploads.hint = "uploads in progress", "wait for one to finish"
 	r := chi.NewRouter()
 	r.Use(accessLog(s.Log))
 	r.Use(recoverer)

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -25,9 +26,24 @@ type Files interface {
 	Delete(ctx context.Context, accountID, fileID string) error
 }
 
-// uploadTimeout bounds the reading of an upload's body and the answer to
-// it, in place of the server's shorter read and write timeouts.
-const uploadTimeout = 10 * time.Minute
+// Bounds of an upload.
+const (
+	// uploadTimeout bounds the reading of an upload's body and the answer
+	// to it, in place of the server's shorter read and write timeouts.
+	uploadTimeout = 10 * time.Minute
+	// DefaultUploadIdle is how long an upload's body may send nothing
+	// before the upload ends: a stalled client holds no upload slot for
+	// long.
+	DefaultUploadIdle = 30 * time.Second
+	// MaxUploadsPerKey bounds the uploads one API key has in progress, so
+	// that one key holds at most half of a process's upload slots
+	// (files.DefaultMaxParallel).
+	MaxUploadsPerKey = 2
+	// maxPreambleBytes bounds what an upload sends before its file's
+	// content: the fields and every part's headers (Go's multipart reader
+	// would buffer up to 10 MB of one part's headers).
+	maxPreambleBytes = 64 << 10
+)
 
 // maxFieldBytes bounds the name and purpose fields of an upload.
 const maxFieldBytes = 1024
@@ -77,16 +93,24 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errStopping, "")
 		return
 	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(uploadTimeout))
-	_ = rc.SetWriteDeadline(time.Now().Add(uploadTimeout))
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt != "multipart/form-data" {
 		closeUnread(w, r)
 		s.writeError(w, r, apperr.New(apperr.InvalidRequest, "upload a file as multipart/form-data with the part file"), "")
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, files.MaxUploadBytes)
+	key := caller(r).Fingerprint
+	if e := s.uploads.acquire(key, 0, MaxUploadsPerKey); e != nil {
+		closeUnread(w, r)
+		s.writeError(w, r, e, "")
+		return
+	}
+	defer s.uploads.release(key)
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(uploadTimeout))
+	body := &uploadBody{r: http.MaxBytesReader(w, r.Body, files.MaxUploadBytes), rc: rc,
+		idle: cmp.Or(s.UploadIdle, DefaultUploadIdle), end: time.Now().Add(uploadTimeout), budget: maxPreambleBytes}
+	r.Body = body
 	mr, err := r.MultipartReader()
 	if err != nil {
 		closeUnread(w, r)
@@ -111,6 +135,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 			if name == "" {
 				name = part.FileName()
 			}
+			body.budget = -1 // the file's content: bounded by its kind's limit
 			m, err := s.Files.Upload(r.Context(), caller(r), name, purpose, part)
 			if err != nil {
 				closeUnread(w, r)
@@ -149,6 +174,9 @@ func partError(err error) error {
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return apperr.New(apperr.FileTooLarge, "the upload is larger than %d bytes", files.MaxUploadBytes)
+	}
+	if errors.Is(err, errPreamble) {
+		return apperr.New(apperr.InvalidRequest, "the upload sends more than %d bytes of fields and part headers before its file", maxPreambleBytes)
 	}
 	return apperr.New(apperr.InvalidRequest, "the multipart body is malformed or ended early")
 }
@@ -192,3 +220,39 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"file_id": id, "object": "file", "deleted": true})
 }
+
+// errPreamble is what an upload body's reads fail with once its preamble
+// (everything before the file's content) passes maxPreambleBytes.
+var errPreamble = errors.New("upload preamble too long")
+
+// uploadBody is an upload's request body: each read must bring data within
+// idle (the read deadline moves on with every read, up to end), and until
+// the file's content starts (budget < 0) at most budget bytes are read.
+type uploadBody struct {
+	r      io.ReadCloser
+	rc     *http.ResponseController
+	idle   time.Duration
+	end    time.Time
+	budget int
+}
+
+func (b *uploadBody) Read(p []byte) (int, error) {
+	if b.budget == 0 {
+		return 0, errPreamble
+	}
+	if b.budget > 0 && len(p) > b.budget {
+		p = p[:b.budget]
+	}
+	deadline := time.Now().Add(b.idle)
+	if deadline.After(b.end) {
+		deadline = b.end
+	}
+	_ = b.rc.SetReadDeadline(deadline)
+	n, err := b.r.Read(p)
+	if b.budget > 0 {
+		b.budget -= n
+	}
+	return n, err
+}
+
+func (b *uploadBody) Close() error { return b.r.Close() }

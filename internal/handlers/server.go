@@ -186,36 +186,41 @@ func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter 
 func (s *Server) streamWindow() time.Duration { return 2*s.heartbeat() + 10*time.Second }
 
 // closeUnread marks the answer to r as the connection's last when r has a
-// body that was not read: the answer then goes out at once, instead of after
-// the server has waited (up to the read timeout) to read and discard the
-// body of a request it refused.
+// body that was not read, and ends the reading of that body: the answer goes
+// out at once and the connection closes after it, instead of after the
+// server has waited (up to the read timeout) to read and discard the body of
+// a request it refused.
 func closeUnread(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 {
 		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 	}
 }
 
-// streamSlots counts the open event streams of a process, in all and per
-// API key.
-type streamSlots struct {
+// keySlots counts what a process holds open of one kind (event streams,
+// uploads in progress), in all and per API key.
+type keySlots struct {
+	// what names the kind in refusals; hint says what the client can do.
+	what, hint string
+
 	mu     sync.Mutex
 	total  int
 	perKey map[string]int
 }
 
 // acquire takes a slot for key, or returns the refusal: rate_limited when
-// key holds perKey streams, service_restarting when the process holds max.
+// key holds perKey slots, service_restarting when the process holds max.
 // A bound of zero is no bound. A taken slot is given back by release.
-func (sl *streamSlots) acquire(key string, max, perKey int) *apperr.Error {
+func (sl *keySlots) acquire(key string, max, perKey int) *apperr.Error {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if perKey > 0 && sl.perKey[key] >= perKey {
 		return &apperr.Error{Code: apperr.RateLimited, RetryAfter: 5,
-			Message: fmt.Sprintf("this API key holds its maximum of %d open event streams; close one, or poll GET /v1/queries/{id}", perKey)}
+			Message: fmt.Sprintf("this API key holds its maximum of %d %s; %s", perKey, sl.what, sl.hint)}
 	}
 	if max > 0 && sl.total >= max {
 		return &apperr.Error{Code: apperr.ServiceRestarting, RetryAfter: 1,
-			Message: fmt.Sprintf("this server holds its maximum of %d open event streams; retry shortly", max)}
+			Message: fmt.Sprintf("this server holds its maximum of %d %s; retry shortly", max, sl.what)}
 	}
 	if sl.perKey == nil {
 		sl.perKey = map[string]int{}
@@ -225,7 +230,7 @@ func (sl *streamSlots) acquire(key string, max, perKey int) *apperr.Error {
 	return nil
 }
 
-func (sl *streamSlots) release(key string) {
+func (sl *keySlots) release(key string) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	sl.total--

@@ -82,10 +82,6 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	if err != nil {
 		return Submission{}, err
 	}
-	files, err := resolveFiles(ctx, s.Files, s.Catalog, caller.AccountID, req, s.Now())
-	if err != nil {
-		return Submission{}, err
-	}
 	requestID := NewRequestID()
 	// Once admission starts writing, the client going away must not leave it
 	// half done: the rest runs to its end on its own clock.
@@ -125,6 +121,12 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 			unbind()
 		}
 		return Submission{}, err
+	}
+	// The files are checked after the key: a retry of a submission that
+	// was admitted replays it even if a file it attached is gone since.
+	files, err := resolveFiles(ctx, s.Files, s.Catalog, caller.AccountID, req, s.Now())
+	if err != nil {
+		return refused(err)
 	}
 	if err := s.acquire(first, caller.Fingerprint, requestID); err != nil {
 		return refused(err)
@@ -171,7 +173,8 @@ const (
 // admitted, so the Idempotency-Key may be used again.
 func refusal(err error) bool {
 	switch apperr.Code(err) {
-	case apperr.RateLimited, apperr.InsufficientCredits, apperr.MonthlyCapExceeded:
+	case apperr.RateLimited, apperr.InsufficientCredits, apperr.MonthlyCapExceeded,
+		apperr.InvalidFiles, apperr.FileNotFound, apperr.FileExpired:
 		return true
 	}
 	return false

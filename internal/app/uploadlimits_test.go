@@ -1,0 +1,111 @@
+package app
+
+import (
+	"bytes"
+	"fmt"
+	"image/png"
+	"mime/multipart"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crosscheck/crosscheck/internal/config"
+)
+
+// stalledUpload sends, as key, an upload's headers and the start of its
+// body, then nothing more, and returns the connection.
+func stalledUpload(t *testing.T, h *harness, key string) net.Conn {
+	t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, _ := mw.CreateFormFile("file", "a.png")
+	fw.Write(drawn(t, png.Encode))
+	c := rawConn(t, h.m.URL())
+	fmt.Fprintf(c, "POST /v1/files HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\nContent-Length: 10000000\r\n\r\n", key, mw.FormDataContentType())
+	c.Write(body.Bytes())
+	c.Write(make([]byte, 8192))
+	return c
+}
+
+// TestStalledUploadsHoldNoOneElsesUploads: one key holds at most its share
+// of the uploads in progress (the next is 429 rate_limited), another
+// account uploads while they stall, and an upload that stops sending ends
+// after the read timeout instead of holding its slot for minutes.
+func TestStalledUploadsHoldNoOneElsesUploads(t *testing.T) {
+	h := newHarness(t, withConfig(func(c *config.Config) { c.HTTP.ReadTimeout = 2 * time.Second }))
+	stalling, other := h.newKey(), h.newKey()
+	var stalled []net.Conn
+	for range 2 {
+		stalled = append(stalled, stalledUpload(t, h, stalling))
+	}
+	eventually(t, 5*time.Second, "a third upload of the stalling key refused", func() bool {
+		r := h.upload(stalling, "third.py", []byte("x = 1\n"))
+		return r.status == 429 && r.errCode(t) == "rate_limited"
+	})
+	r := h.upload(other, "notes.py", []byte("x = 1\n"))
+	must(t, r.status == 201, "another account's upload while one key stalls: %d %s", r.status, r.body)
+	for i, c := range stalled {
+		// An answer, or the connection closed: either ends it well before
+		// the upload's overall deadline of minutes.
+		resp, _, err := readAnswer(c, 30*time.Second)
+		if err == nil {
+			must(t, resp.StatusCode >= 400, "stalled upload %d answered %d", i, resp.StatusCode)
+		} else {
+			must(t, !strings.Contains(err.Error(), "timeout"), "stalled upload %d still held after 30 s: %v", i, err)
+		}
+	}
+	eventually(t, 10*time.Second, "the stalling key's slots back", func() bool {
+		return h.upload(stalling, "again.py", []byte("x = 2\n")).status == 201
+	})
+}
+
+// TestUploadPartHeadersAreBounded: a part header of a megabyte is refused
+// (Go's multipart reader would buffer up to 10 MB of it per connection).
+func TestUploadPartHeadersAreBounded(t *testing.T) {
+	h := newHarness(t)
+	key := h.newKey()
+	const boundary = "b0undary"
+	body := "--" + boundary + "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.py\"\r\nX-Junk: " +
+		strings.Repeat("j", 1<<20) + "\r\n\r\nx = 1\r\n--" + boundary + "--\r\n"
+	r := h.api("POST", "/v1/files", key, []byte(body), map[string]string{"Content-Type": "multipart/form-data; boundary=" + boundary})
+	must(t, r.status == 400 && r.errCode(t) == "invalid_request", "a 1 MB part header: %d %s", r.status, r.body)
+}
+
+// TestIdempotentRetryAfterTheFileIsGone: a client that resubmits with the
+// same Idempotency-Key (its first answer lost) gets the same query back even
+// when a file it attached has been deleted since; a new key is refused.
+func TestIdempotentRetryAfterTheFileIsGone(t *testing.T) {
+	h := newHarness(t)
+	key := h.newKey()
+	up := h.upload(key, "notes.py", []byte("KELVIN = 7431\n"))
+	must(t, up.status == 201, "upload: %d %s", up.status, up.body)
+	fileID := up.json(t)["file_id"].(string)
+	body := map[string]any{"mode": "unify", "prompt": "What does the file set?", "files": []string{fileID}}
+	first := h.submit(key, body, map[string]string{"Idempotency-Key": "ik-file-gone"})
+	must(t, first.status == 202, "first: %d %s", first.status, first.body)
+	must(t, h.api("DELETE", "/v1/files/"+fileID, key, nil).status == 200, "delete the file")
+
+	again := h.submit(key, body, map[string]string{"Idempotency-Key": "ik-file-gone"})
+	must(t, again.status == 202 && again.json(t)["request_id"] == first.json(t)["request_id"] && again.json(t)["idempotent_replayed"] == true,
+		"the retry after the file was deleted: %d %s", again.status, again.body)
+	fresh := h.submit(key, body, map[string]string{"Idempotency-Key": "ik-file-gone-2"})
+	must(t, fresh.status == 400 && fresh.errCode(t) == "file_not_found", "a new key with the deleted file: %d %s", fresh.status, fresh.body)
+}
+
+// TestRefusedRequestClosesItsConnection: a request refused before its body
+// is read (here without a key) is answered at once and its connection is
+// closed, not held until the read timeout while the server drains a body
+// that never comes.
+func TestRefusedRequestClosesItsConnection(t *testing.T) {
+	h := newHarness(t)
+	for _, path := range []string{"/v1/files", "/v1/queries"} {
+		c := rawConn(t, h.m.URL())
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"mode\":", path)
+		resp, _, err := readAnswer(c, 10*time.Second)
+		must(t, err == nil && resp.StatusCode == 401, "%s without a key: %v %v", path, resp, err)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := c.Read(make([]byte, 1))
+		must(t, n == 0 && err != nil && !strings.Contains(err.Error(), "timeout"), "%s: the connection is still open 5 s after the refusal (%v)", path, err)
+	}
+}
