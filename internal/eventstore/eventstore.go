@@ -113,6 +113,23 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// eventStream is the configuration of a stream of events: kept on disk, with
+// the server's dedup window for retried publishes and direct reads; a kept
+// stream (the ledger's, the files') refuses deletes and purges.
+func eventStream(name, description, subjects string, kept bool) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        name,
+		Description: description,
+		Subjects:    []string{subjects},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Duplicates:  2 * time.Minute,
+		DenyDelete:  kept,
+		DenyPurge:   kept,
+		AllowDirect: true,
+	}
+}
+
 // Open creates or updates every stream and bucket, idempotently and
 // concurrently; it never lowers the replicas of an existing one. Several
 // processes may open the same store at the same moment on a cluster that is
@@ -138,26 +155,8 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		dst **Stream
 		cfg jetstream.StreamConfig
 	}{
-		{&s.Queries, jetstream.StreamConfig{
-			Name:        StreamQueries,
-			Description: "Every event of every query: ev.query.<request_id>.<event>",
-			Subjects:    []string{"ev.query.>"},
-			Storage:     jetstream.FileStorage,
-			Retention:   jetstream.LimitsPolicy,
-			Duplicates:  2 * time.Minute,
-			AllowDirect: true,
-		}},
-		{&s.Accounts, jetstream.StreamConfig{
-			Name:        StreamAccounts,
-			Description: "Every event of every account (keys, plans, ledger): ev.account.<account_id>.<event>",
-			Subjects:    []string{"ev.account.>"},
-			Storage:     jetstream.FileStorage,
-			Retention:   jetstream.LimitsPolicy,
-			Duplicates:  2 * time.Minute,
-			DenyDelete:  true,
-			DenyPurge:   true,
-			AllowDirect: true,
-		}},
+		{&s.Queries, eventStream(StreamQueries, "Every event of every query: ev.query.<request_id>.<event>", "ev.query.>", false)},
+		{&s.Accounts, eventStream(StreamAccounts, "Every event of every account (keys, plans, ledger): ev.account.<account_id>.<event>", "ev.account.>", true)},
 		{&s.Exhausted, jetstream.StreamConfig{
 			Name:        StreamExhausted,
 			Description: "JetStream's advisories of the jobs " + ConsumerJobs + " stopped delivering, until a worker ends them",
@@ -166,17 +165,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 			Retention:   jetstream.WorkQueuePolicy,
 			MaxAge:      30 * 24 * time.Hour,
 		}},
-		{&s.Files, jetstream.StreamConfig{
-			Name:        StreamFiles,
-			Description: "Every event of every account's files (uploaded, extracted, deleted, expired): ev.file.<account_id>.<event>",
-			Subjects:    []string{"ev.file.>"},
-			Storage:     jetstream.FileStorage,
-			Retention:   jetstream.LimitsPolicy,
-			Duplicates:  2 * time.Minute,
-			DenyDelete:  true,
-			DenyPurge:   true,
-			AllowDirect: true,
-		}},
+		{&s.Files, eventStream(StreamFiles, "Every event of every account's files (uploaded, extracted, deleted, expired): ev.file.<account_id>.<event>", "ev.file.>", true)},
 	}
 	buckets := []struct {
 		dst **Bucket
