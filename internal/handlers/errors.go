@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/crosscheck/crosscheck/apiv1"
 	"github.com/crosscheck/crosscheck/internal/apperr"
 )
 
@@ -47,19 +48,10 @@ func Status(code string) int {
 }
 
 // ErrorBody is the error envelope of spec 2.6.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
+type ErrorBody = apiv1.ErrorBody
 
 // ErrorDetail is the inside of the envelope.
-type ErrorDetail struct {
-	Code              string  `json:"code"`
-	Message           string  `json:"message"`
-	RequestID         *string `json:"request_id"`
-	Retriable         bool    `json:"retriable"`
-	RetryAfterSeconds *int    `json:"retry_after_seconds"`
-	DocsURL           string  `json:"docs_url"`
-}
+type ErrorDetail = apiv1.ErrorDetail
 
 // Envelope builds the envelope of e; requestID is the query it concerns, if any.
 func Envelope(e *apperr.Error, requestID, docsBase string) ErrorBody {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/crosscheck/crosscheck/apiv1"
 	"github.com/crosscheck/crosscheck/internal/events"
 )
 
@@ -51,10 +52,7 @@ type Result struct {
 
 // QueryCredits is what a query was estimated to cost and was charged, in
 // credits. Charged is null until the query is settled.
-type QueryCredits struct {
-	Estimated float64  `json:"estimated"`
-	Charged   *float64 `json:"charged"`
-}
+type QueryCredits = apiv1.QueryCredits
 
 // ModelResult is one participating model's own answer.
 type ModelResult struct {
@@ -76,21 +74,12 @@ type ModelResult struct {
 }
 
 // AttachedFile is a file a query attaches.
-type AttachedFile struct {
-	FileID    string `json:"file_id"`
-	Name      string `json:"name"`
-	Kind      string `json:"kind"`
-	MediaType string `json:"media_type"`
-	Bytes     int64  `json:"bytes"`
-}
+type AttachedFile = apiv1.AttachedFile
 
 // ModelFile is how one model received one attached file: Seen is native
 // (the vendor's own file or image input), text (the extracted text, under
 // the file's name) or none (the model could not see it).
-type ModelFile struct {
-	FileID string `json:"file_id"`
-	Seen   string `json:"seen"`
-}
+type ModelFile = apiv1.ModelFile
 
 // Model statuses within a query.
 const (
@@ -100,11 +89,7 @@ const (
 )
 
 // ModelError says why one model did not answer.
-type ModelError struct {
-	Class          string `json:"class"`
-	Message        string `json:"message"`
-	UpstreamStatus int    `json:"upstream_status,omitempty"`
-}
+type ModelError = apiv1.ModelError
 
 // Synthesis says which model wrote the one answer and what it used.
 type Synthesis struct {
@@ -126,19 +111,11 @@ type JustifyResult struct {
 }
 
 // Round is one round of a deliberation.
-type Round struct {
-	Round   int           `json:"round"`
-	Answers []RoundAnswer `json:"answers"`
-}
+type Round = apiv1.Round
 
 // RoundAnswer is one model's answer in a round. Changed, in the rounds
 // after the first, is whether the model says it changed a position.
-type RoundAnswer struct {
-	Model   string `json:"model"`
-	ModelID string `json:"model_id"`
-	Answer  string `json:"answer"`
-	Changed *bool  `json:"changed,omitempty"`
-}
+type RoundAnswer = apiv1.RoundAnswer
 
 // VerifyResult is the verify block: a verdict per claim.
 type VerifyResult struct {
@@ -160,17 +137,10 @@ type VerifiedClaim struct {
 }
 
 // ClaimAssessment is one model's judgement of a claim.
-type ClaimAssessment struct {
-	Model     string `json:"model"`
-	Verdict   string `json:"verdict"`
-	Rationale string `json:"rationale"`
-}
+type ClaimAssessment = apiv1.ClaimAssessment
 
 // ResultError is the error of a failed query.
-type ResultError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
+type ResultError = apiv1.QueryError
 
 // Apply folds one query event into d. Events at or below d.Seq were applied
 // already and are ignored, so redelivery is harmless.
