@@ -223,3 +223,28 @@ type ErrorDetail struct {
 	RetryAfterSeconds *int    `json:"retry_after_seconds"`
 	DocsURL           string  `json:"docs_url"`
 }
+
+// QuerySummary is one row of GET /v1/queries: a query without its models'
+// answers. CompletedAt is when it ended, completed or failed.
+type QuerySummary struct {
+	RequestID       string       `json:"request_id"`
+	Object          string       `json:"object"`
+	Mode            string       `json:"mode"`
+	Status          string       `json:"status"`
+	Stage           string       `json:"stage"`
+	ProgressPercent int          `json:"progress_percent"`
+	Credits         QueryCredits `json:"credits"`
+	Error           *QueryError  `json:"error,omitempty"`
+	CreatedAt       time.Time    `json:"created_at"`
+	CompletedAt     *time.Time   `json:"completed_at,omitempty"`
+}
+
+// QueryList is one page of GET /v1/queries, newest first. When HasMore is
+// true, NextAfter is the cursor to pass as the after parameter for the
+// next page.
+type QueryList struct {
+	Object    string         `json:"object"`
+	Data      []QuerySummary `json:"data"`
+	HasMore   bool           `json:"has_more"`
+	NextAfter *string        `json:"next_after"`
+}
