@@ -248,3 +248,116 @@ type QueryList struct {
 	HasMore   bool           `json:"has_more"`
 	NextAfter *string        `json:"next_after"`
 }
+
+// Accepted is the body of the 202 that POST /v1/queries answers with.
+// IdempotentReplayed is true when an earlier submission with the same
+// Idempotency-Key and body made the query.
+type Accepted struct {
+	RequestID          string `json:"request_id"`
+	Object             string `json:"object"`
+	Status             string `json:"status"`
+	IdempotentReplayed bool   `json:"idempotent_replayed"`
+	PollURL            string `json:"poll_url"`
+	StreamURL          string `json:"stream_url"`
+}
+
+// Estimate is the body of POST /v1/estimate-cost. Amounts are credits;
+// MonthlyCap is null when the account has none.
+type Estimate struct {
+	Object           string         `json:"object"`
+	Mode             string         `json:"mode"`
+	EstimatedCredits float64        `json:"estimated_credits"`
+	MarginPercent    int            `json:"margin_percent"`
+	Calls            []EstimateCall `json:"calls"`
+	Balance          float64        `json:"balance"`
+	Reserved         float64        `json:"reserved"`
+	MonthlyCap       *float64       `json:"monthly_cap"`
+	SpentThisMonth   float64        `json:"spent_this_month"`
+	Sufficient       bool           `json:"sufficient"`
+	WithinCap        bool           `json:"within_cap"`
+}
+
+// EstimateCall is one model call of an estimate; Role says which step of
+// the mode makes it.
+type EstimateCall struct {
+	Provider     string  `json:"provider"`
+	ModelID      string  `json:"model_id"`
+	CustomModel  string  `json:"custom_model,omitempty"`
+	Role         string  `json:"role"`
+	InputTokens  int     `json:"input_tokens"`
+	OutputTokens int     `json:"output_tokens"`
+	Credits      float64 `json:"credits"`
+}
+
+// Catalog is the body of GET /v1/models: the models a query may select,
+// grouped by provider, and the group of the account's custom models.
+type Catalog struct {
+	Object string       `json:"object"`
+	Groups []ModelGroup `json:"groups"`
+}
+
+// ModelGroup is one group of the catalog. Simulated is true when its
+// models run on the built-in simulated backend.
+type ModelGroup struct {
+	Name      string         `json:"name"`
+	Backend   string         `json:"backend,omitempty"`
+	Simulated bool           `json:"simulated"`
+	Models    []CatalogModel `json:"models"`
+}
+
+// CatalogModel is one model of the catalog; Default says it runs when a
+// query names no model of its provider.
+type CatalogModel struct {
+	ModelID string  `json:"model_id"`
+	Name    string  `json:"name"`
+	Tier    string  `json:"tier"`
+	Default bool    `json:"default"`
+	Pricing Pricing `json:"pricing"`
+}
+
+// Pricing is a model's price in credits per million tokens.
+type Pricing struct {
+	InputPerMillion  int64 `json:"input_per_million"`
+	OutputPerMillion int64 `json:"output_per_million"`
+}
+
+// Progress is the data of an SSE progress event of
+// GET /v1/queries/{id}/stream.
+type Progress struct {
+	RequestID       string `json:"request_id"`
+	Stage           string `json:"stage"`
+	ProgressPercent int    `json:"progress_percent"`
+	Message         string `json:"message,omitempty"`
+}
+
+// StreamError is the data of an SSE error event: the error envelope, the
+// query's id and its status as far as the stream told it. A stream ends
+// after it; Status failed means the query ended, any other status that
+// only the stream did (reconnect with Last-Event-ID, or poll).
+type StreamError struct {
+	Error     ErrorDetail `json:"error"`
+	RequestID string      `json:"request_id"`
+	Status    string      `json:"status"`
+}
+
+// File is an uploaded file as POST /v1/files and GET /v1/files/{id}
+// return it.
+type File struct {
+	FileID     string         `json:"file_id"`
+	Object     string         `json:"object"`
+	Name       string         `json:"name"`
+	Kind       string         `json:"kind"`
+	MediaType  string         `json:"media_type"`
+	Bytes      int64          `json:"bytes"`
+	SHA256     string         `json:"sha256"`
+	CreatedAt  time.Time      `json:"created_at"`
+	ExpiresAt  time.Time      `json:"expires_at"`
+	Extraction FileExtraction `json:"extraction"`
+}
+
+// FileExtraction is what text extraction produced for a file.
+type FileExtraction struct {
+	Pages     int  `json:"pages"`
+	Chars     int  `json:"chars"`
+	Truncated bool `json:"truncated"`
+}

@@ -102,3 +102,24 @@ func TestErrorBodyIsTheEnvelope(t *testing.T) {
 		t.Fatalf("%s: %+v, %v", raw, got, err)
 	}
 }
+
+func TestAcceptedIsTheSubmitResponse(t *testing.T) {
+	sameJSON[apiv1.Accepted](t, &handlers.SubmitResponse{})
+}
+
+func TestEstimateIsTheServedEstimate(t *testing.T) {
+	sameJSON[apiv1.Estimate](t, &handlers.EstimateResponse{})
+}
+
+func TestCatalogIsTheServedCatalog(t *testing.T) {
+	sameJSON[apiv1.Catalog](t, &handlers.ModelsResponse{})
+}
+
+func TestStreamEventsAreTheServedData(t *testing.T) {
+	sameJSON[apiv1.Progress](t, &handlers.Progress{})
+	sameJSON[apiv1.StreamError](t, &handlers.StreamError{})
+}
+
+func TestFileIsTheServedFile(t *testing.T) {
+	sameJSON[apiv1.File](t, &handlers.FileObject{})
+}
