@@ -75,15 +75,7 @@ func withFiles(f FileStore) option                 { return func(h *harness) { h
 // newConfig returns the settings of a test process: its own data dir,
 // free loopback ports, short waits.
 func newConfig(t *testing.T) config.Config {
-	cfg := config.Defaults()
-	cfg.DataDir = t.TempDir()
-	cfg.HTTPAddr, cfg.AdminAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.AdminToken = "test-admin-token"
-	cfg.WorkerAckWait = time.Second
-	cfg.ShutdownGrace = 2 * time.Second
-	cfg.WorkerMaxJobs = 1024
-	cfg.SSEHeartbeat = time.Hour
-	return cfg
+	return EphemeralConfig(t.TempDir())
 }
 
 func newHarness(t *testing.T, opts ...option) *harness {
