@@ -14,11 +14,12 @@ import (
 
 	"github.com/crosscheck/crosscheck/internal/app"
 	"github.com/crosscheck/crosscheck/internal/bench"
+	"github.com/crosscheck/crosscheck/internal/cli"
 	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/extract"
 )
 
-const usage = `crosscheck — multi-model verification service
+var usage = `crosscheck — multi-model verification service
 
 Usage:
   crosscheck serve     run the API, workers and projectors in one process
@@ -32,6 +33,8 @@ Usage:
                        (writes JSON to $BENCH_OUT, default bench/results.json)
   crosscheck version   print the version
 
+Client commands, against a running service:
+` + cli.Usage + `
 Settings are CROSSCHECK_* environment variables; see README.md.
 `
 
@@ -78,6 +81,11 @@ func main() {
 			fmt.Fprintln(os.Stderr, "crosscheck bench:", err)
 			os.Exit(1)
 		}
+	case "ask", "watch", "status", "list", "cancel", "estimate", "models":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := cli.Run(ctx, os.Args[1:], cli.IO{Stdout: os.Stdout, Stderr: os.Stderr})
+		stop()
+		os.Exit(code)
 	case "version":
 		fmt.Println(Version)
 	case "help", "-h", "--help":
