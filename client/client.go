@@ -66,7 +66,21 @@ type Client struct {
 	ReconnectDelay time.Duration
 	// UserAgent is sent with every request.
 	UserAgent string
+	// Timeout bounds each attempt of a request other than a stream, from
+	// its sending to its answer read; 0 is no bound but the context's.
+	Timeout time.Duration
+	// StreamIdle is how long a stream may stay silent (no event, no
+	// heartbeat) before it is taken for dropped and reopened; 0 is never.
+	StreamIdle time.Duration
 }
+
+// Defaults of the client's time bounds.
+const (
+	DefaultTimeout = 60 * time.Second
+	// DefaultStreamIdle is four times the service's default heartbeat
+	// interval (15 s).
+	DefaultStreamIdle = 60 * time.Second
+)
 
 // New returns a client of the service at baseURL (for example
 // http://127.0.0.1:8080) that authenticates with key. It refuses a baseURL
@@ -83,6 +97,8 @@ func New(baseURL, key string) (*Client, error) {
 		RetryDelays:       DefaultRetryDelays,
 		MaxRateLimitWaits: DefaultMaxRateLimitWaits,
 		UserAgent:         "crosscheck-go-client/1",
+		Timeout:           DefaultTimeout,
+		StreamIdle:        DefaultStreamIdle,
 	}, nil
 }
 
@@ -92,12 +108,16 @@ type request struct {
 	body         []byte
 	contentType  string
 	header       http.Header
+	// timeout bounds each attempt, its answer's body read included; 0 is
+	// no bound.
+	timeout time.Duration
 }
 
 // do sends req under the retry rules and decodes a 2xx JSON answer into
 // out (when not nil). It returns the final *Error of a refused request, or
 // the transport's error after the last retry.
 func (c *Client) do(ctx context.Context, req request, out any) error {
+	req.timeout = c.Timeout
 	resp, err := c.send(ctx, req)
 	if err != nil {
 		return err
@@ -170,8 +190,13 @@ func (c *Client) once(ctx context.Context, req request) (*http.Response, error) 
 	if req.body != nil {
 		body = bytes.NewReader(req.body)
 	}
+	cancel := context.CancelFunc(func() {})
+	if req.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, req.timeout)
+	}
 	r, err := http.NewRequestWithContext(ctx, req.method, c.baseURL+req.path, body)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	for k, v := range req.header {
@@ -184,9 +209,23 @@ func (c *Client) once(ctx context.Context, req request) (*http.Response, error) 
 	r.Header.Set("User-Agent", c.UserAgent)
 	resp, err := c.HTTP.Do(r)
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("%s %s: %w", req.method, req.path, scrub(err))
 	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
+}
+
+// cancelOnClose ends an attempt's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // scrub drops the URL from a transport error: it is the caller's own and

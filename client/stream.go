@@ -90,11 +90,20 @@ func (c *Client) streamOnce(ctx context.Context, id, lastID string, emit func(Ev
 	if lastID != "" {
 		req.header.Set("Last-Event-ID", lastID)
 	}
-	resp, err := c.send(ctx, req)
+	// A silent connection is ended after StreamIdle and reopened.
+	connCtx, drop := context.WithCancel(ctx)
+	defer drop()
+	resp, err := c.send(connCtx, req)
 	if err != nil {
 		return nil, true, false, 0, err
 	}
 	defer resp.Body.Close()
+	body := io.Reader(resp.Body)
+	if c.StreamIdle > 0 {
+		idle := time.AfterFunc(c.StreamIdle, drop)
+		defer idle.Stop()
+		body = &idleReader{r: resp.Body, idle: idle, d: c.StreamIdle}
+	}
 	if resp.StatusCode == http.StatusNoContent {
 		// The stream had already ended for us: read the query's end.
 		q, err := c.Get(ctx, id)
@@ -103,7 +112,7 @@ func (c *Client) streamOnce(ctx context.Context, id, lastID string, emit func(Ev
 		}
 		return q, true, false, 0, queryError(q)
 	}
-	sr := newSSEReader(resp.Body)
+	sr := newSSEReader(body)
 	for {
 		ev, err := sr.next()
 		if err != nil {
@@ -141,6 +150,11 @@ func (c *Client) streamOnce(ctx context.Context, id, lastID string, emit func(Ev
 			q, gerr := c.Get(ctx, id)
 			if gerr != nil {
 				return nil, true, true, 0, e
+			}
+			if !Terminal(q.Status) {
+				// The query's read model has not caught up with its
+				// stream yet: the stream's end is the truth.
+				q.Status, q.Error = StatusFailed, &apiv1.QueryError{Code: e.Code, Message: e.Message}
 			}
 			return q, true, true, 0, e
 		case out.Error != nil:
@@ -237,4 +251,19 @@ func (r *sseReader) next() (sseEvent, error) {
 		return sseEvent{}, err
 	}
 	return sseEvent{}, io.EOF
+}
+
+// idleReader resets its idle timer on every read that returns data.
+type idleReader struct {
+	r    io.Reader
+	idle *time.Timer
+	d    time.Duration
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.idle.Reset(r.d)
+	}
+	return n, err
 }
