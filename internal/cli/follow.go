@@ -15,6 +15,10 @@ import (
 // ask submits the query and follows it to its end.
 func (r *runner) ask(ctx context.Context, req apiv1.QueryRequest) error {
 	acc, err := r.c.Submit(ctx, req)
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintln(r.Stderr, "\ninterrupted before the service answered: the query may have been accepted; crosscheck list shows it")
+		return errDetached
+	}
 	if err != nil {
 		return err
 	}
