@@ -260,3 +260,24 @@ func (b *Bucket) reset(ctx context.Context, description string) error {
 	b.kv.Store(&kv)
 	return nil
 }
+
+// Keys returns the keys of the bucket's live entries that match filter (a
+// key pattern with * and > wildcards), in no particular order. Only the
+// entries matching filter are read, and only their headers.
+func (b *Bucket) Keys(ctx context.Context, filter string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	l, err := b.handle().ListKeysFiltered(ctx, filter)
+	if err != nil {
+		return nil, classify("list "+b.name, err)
+	}
+	defer func() { _ = l.Stop() }()
+	var keys []string
+	for k := range l.Keys() {
+		keys = append(keys, k)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, classify("list "+b.name, err)
+	}
+	return keys, nil
+}
