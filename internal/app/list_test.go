@@ -1,11 +1,15 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/projections"
 )
 
 // listPage gets one page of GET /v1/queries with the parameters params and
@@ -119,4 +123,38 @@ func TestListQueries(t *testing.T) {
 	}
 	r := h.api("GET", "/v1/queries", "", nil)
 	must(t, r.status == 401, "no key: %d", r.status)
+}
+
+// A store written before the list existed has query documents but no list
+// rows: the query projection gives every query its row once, when it runs
+// again, so the older queries are listed too.
+func TestListIncludesQueriesFromBeforeTheList(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	acct := h.account()
+	key := h.key(acct)
+	old := h.submitOK(key, "asked before the list existed")
+	h.wait(key, old, 30*time.Second)
+	eventually(t, 30*time.Second, "the row", func() bool {
+		ids, _, _, _ := h.listPage(key, nil)
+		return slices.Equal(ids, []string{old})
+	})
+	h.m.Close()
+	h.offline(func(store *eventstore.Store) {
+		// As an older version left it: no row, no mark.
+		for _, k := range []string{projections.ListKey(acct, old), "rows_complete"} {
+			if err := store.QueryList.Delete(context.Background(), k, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	h.start()
+	ids, _, _, _ := h.listPage(key, nil)
+	must(t, len(ids) == 0, "the row is back before the projection ran: %v", ids)
+	fresh := h.submitOK(key, "asked after the upgrade")
+	eventually(t, 30*time.Second, "both queries listed", func() bool {
+		ids, _, _, _ := h.listPage(key, nil)
+		return slices.Equal(ids, []string{fresh, old})
+	})
+	h.wait(key, fresh, 30*time.Second)
 }

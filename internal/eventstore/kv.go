@@ -281,3 +281,30 @@ func (b *Bucket) Keys(ctx context.Context, filter string) ([]string, error) {
 	}
 	return keys, nil
 }
+
+// Each calls fn with the key and value of every live entry of the bucket,
+// in no particular order, and returns the first error fn returns or the
+// read's failure.
+func (b *Bucket) Each(ctx context.Context, fn func(key string, value []byte) error) error {
+	w, err := b.handle().WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return classify("read "+b.name, err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("read %s: ended: %w", b.name, ErrUnavailable)
+			}
+			if e == nil {
+				return nil // every current entry was delivered
+			}
+			if err := fn(e.Key(), e.Value()); err != nil {
+				return err
+			}
+		}
+	}
+}

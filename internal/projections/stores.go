@@ -37,6 +37,10 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 			return err
 		}
 		p.fresh = empty
+		if err := p.completeList(ctx); err != nil {
+			p.run = nil
+			return err
+		}
 	}
 	changed := map[string]*QueryDoc{}
 	var order []string
