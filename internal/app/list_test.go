@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,4 +158,37 @@ func TestListIncludesQueriesFromBeforeTheList(t *testing.T) {
 		return slices.Equal(ids, []string{fresh, old})
 	})
 	h.wait(key, fresh, 30*time.Second)
+}
+
+// The list rows are rebuilt with the query read model, to the same bytes.
+func TestListRowsRebuildToIdenticalBytes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	acct := h.account()
+	key := h.key(acct)
+	ids := []string{h.submitOK(key, "rebuild the list 1"), h.submitOK(key, "rebuild the list 2")}
+	ctx := context.Background()
+	before := map[string]string{}
+	for _, id := range ids {
+		h.wait(key, id, 30*time.Second)
+		eventually(t, 10*time.Second, "the row of "+id, func() bool {
+			e, err := h.m.Store.QueryList.Get(ctx, projections.ListKey(acct, id))
+			before[id] = string(e.Value)
+			return err == nil && jsonUnmarshal(e.Value, &map[string]any{}) == nil && strings.Contains(before[id], `"status":"completed"`)
+		})
+	}
+	h.m.Close()
+	h.offline(func(store *eventstore.Store) {
+		must(t, store.ResetQueryStatus(ctx) == nil, "reset")
+		must(t, projections.Rewind(ctx, store.Projections, projections.ConsumerQueryStatus) == nil, "rewind")
+		keys, err := store.QueryList.Keys(ctx, ">")
+		must(t, err == nil && len(keys) == 0, "rows after the reset: %v %v", keys, err)
+	})
+	h.start()
+	for _, id := range ids {
+		eventually(t, 30*time.Second, "the rebuild of the row of "+id, func() bool {
+			e, err := h.m.Store.QueryList.Get(ctx, projections.ListKey(acct, id))
+			return err == nil && string(e.Value) == before[id]
+		})
+	}
 }
