@@ -184,7 +184,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	exhausted.Stop()
-	cancels.Stop()
+	// The cancel watch goes on while the running jobs finish.
+	defer cancels.Stop()
 	done := make(chan struct{})
 	go func() {
 		jobs.Wait()
