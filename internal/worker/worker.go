@@ -5,6 +5,9 @@
 // that fails is recorded (attempt_failed) and retried with a growing delay;
 // after MaxFailures the query ends failed with its reservation released. A
 // job whose workers keep dying is ended once JetStream stops delivering it.
+// A query whose owner cancelled it (cancel_requested, appended by any API
+// process) has its run's model calls ended and ends failed with code
+// cancelled, charged for the calls it recorded.
 package worker
 
 import (
