@@ -291,7 +291,7 @@ func (m *Main) listen(ctx context.Context) error {
 		docs = m.URL() + "/docs"
 	}
 	api := &handlers.Server{
-		Auth: m.Accounts, Queries: m.Queries, Events: m.Store, Files: m.Files, Catalog: m.Catalog,
+		Auth: m.Accounts, Queries: m.Queries, Control: m.Queries, Events: m.Store, Files: m.Files, Catalog: m.Catalog,
 		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat, Stopping: m.stopping.Load,
 		MaxStreams: m.Config.SSEMaxStreams, MaxStreamsPerKey: m.Config.SSEMaxStreamsPerKey,
 		UploadIdle: m.Config.HTTP.ReadTimeout,

@@ -46,6 +46,12 @@ const (
 	FileTooLarge        = "file_too_large"
 	InvalidFile         = "invalid_file"
 
+	// QueryEnded (409) answers a cancel of a query that has ended.
+	// Cancelled is the error code of a query that ended because its owner
+	// cancelled it (its status is failed); it is never an HTTP answer.
+	QueryEnded = "query_ended"
+	Cancelled  = "cancelled"
+
 	// Admin API codes.
 	InvalidAdminToken = "invalid_admin_token"
 	InvalidTransition = "invalid_transition"

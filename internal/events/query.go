@@ -285,6 +285,9 @@ type Query struct {
 	Settled *CreditsSettled
 	// FailedAttempts counts the attempt_failed events.
 	FailedAttempts int
+	// CancelRequested is whether the query's owner asked to stop it
+	// (cancel_requested): it then ends failed with code cancelled.
+	CancelRequested bool
 }
 
 // Call is one metered model call of a query.
@@ -343,6 +346,8 @@ func (q *Query) Apply(r Record) {
 		q.Settled = &e
 	case AttemptFailed:
 		q.FailedAttempts = e.Attempt
+	case QueryCancelRequested:
+		q.CancelRequested = true
 	case QueryCompleted:
 		q.Status = StatusCompleted
 	case QueryFailed:

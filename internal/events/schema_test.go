@@ -393,6 +393,7 @@ func examples(t *testing.T) map[string]events.Event {
 			Topic: "key figure", Positions: []events.Position{{Model: "provider_a", Position: "62"}, {Model: "byom_01m7z5w7h9", Position: "67"}},
 			Resolution: "majority"}}}, Usage: usage, LatencyMS: 2000, CostMicros: 409_500},
 		events.AttemptFailed{Attempt: 2, Message: "job panicked: runtime error: index out of range [3] with length 3", RetryInMS: 2000},
+		events.QueryCancelRequested{KeyFingerprint: "k3y4abcd"},
 		events.CreditsSettled{ChargedMicros: 855_500, Failed: &events.QueryFailed{Code: "aggregation_failed", Message: "the synthesis failed"}},
 		events.QueryCompleted{},
 		events.QueryFailed{Code: "provider_error", Message: "every selected model failed: provider_a: timeout"},

@@ -36,6 +36,7 @@ const (
 	SubjectExhausted = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + StreamQueries + "." + ConsumerJobs
 
 	BucketQueryStatus = "query_status"
+	BucketQueryList   = "query_list"
 	BucketBalances    = "balances"
 	BucketKeys        = "keys"
 	BucketIdempotency = "idempotency"
@@ -89,6 +90,8 @@ type Store struct {
 	FileObjects *Objects
 
 	QueryStatus *Bucket
+	// QueryList holds each query's list row under <account_id>.<request_id>.
+	QueryList   *Bucket
 	Balances    *Bucket
 	Keys        *Bucket
 	Idempotency *Bucket
@@ -172,6 +175,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		cfg jetstream.KeyValueConfig
 	}{
 		{&s.QueryStatus, jetstream.KeyValueConfig{Bucket: BucketQueryStatus, Description: queryStatusDescription}},
+		{&s.QueryList, jetstream.KeyValueConfig{Bucket: BucketQueryList, Description: queryListDescription}},
 		{&s.Balances, jetstream.KeyValueConfig{Bucket: BucketBalances, Description: balancesDescription}},
 		{&s.Keys, jetstream.KeyValueConfig{Bucket: BucketKeys, Description: "API key states by fingerprint, a projection of ACCOUNTS"}},
 		{&s.Idempotency, jetstream.KeyValueConfig{Bucket: BucketIdempotency, Description: "Idempotency-Key claims", TTL: IdempotencyTTL}},
@@ -218,11 +222,16 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 
 const (
 	queryStatusDescription = "Query read model, a projection of QUERIES"
+	queryListDescription   = "Each account's queries, one row per query under <account_id>.<request_id>, a projection of QUERIES"
 	balancesDescription    = "Account money state by account id, a projection of ACCOUNTS"
 )
 
-// ResetQueryStatus deletes the query read model bucket and creates it empty.
+// ResetQueryStatus deletes the query read model buckets (the results and
+// the list rows, one projection) and creates them empty.
 func (s *Store) ResetQueryStatus(ctx context.Context) error {
+	if err := s.QueryList.reset(ctx, queryListDescription); err != nil {
+		return err
+	}
 	return s.QueryStatus.reset(ctx, queryStatusDescription)
 }
 

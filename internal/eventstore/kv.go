@@ -260,3 +260,51 @@ func (b *Bucket) reset(ctx context.Context, description string) error {
 	b.kv.Store(&kv)
 	return nil
 }
+
+// Keys returns the keys of the bucket's live entries that match filter (a
+// key pattern with * and > wildcards), in no particular order. Only the
+// entries matching filter are read, and only their headers.
+func (b *Bucket) Keys(ctx context.Context, filter string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	l, err := b.handle().ListKeysFiltered(ctx, filter)
+	if err != nil {
+		return nil, classify("list "+b.name, err)
+	}
+	defer func() { _ = l.Stop() }()
+	var keys []string
+	for k := range l.Keys() {
+		keys = append(keys, k)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, classify("list "+b.name, err)
+	}
+	return keys, nil
+}
+
+// Each calls fn with the key and value of every live entry of the bucket,
+// in no particular order, and returns the first error fn returns or the
+// read's failure.
+func (b *Bucket) Each(ctx context.Context, fn func(key string, value []byte) error) error {
+	w, err := b.handle().WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return classify("read "+b.name, err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("read %s: ended: %w", b.name, ErrUnavailable)
+			}
+			if e == nil {
+				return nil // every current entry was delivered
+			}
+			if err := fn(e.Key(), e.Value()); err != nil {
+				return err
+			}
+		}
+	}
+}

@@ -41,6 +41,8 @@ type Follower interface {
 type Server struct {
 	Auth    Authenticator
 	Queries Queries
+	// Control lists and cancels queries.
+	Control QueryControl
 	Events  Follower
 	Files   Files
 	Catalog *catalog.Catalog
@@ -81,7 +83,9 @@ func (s *Server) Handler() http.Handler {
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate)
 		r.Post("/queries", s.submit)
+		r.Get("/queries", s.list)
 		r.Get("/queries/{id}", s.get)
+		r.Post("/queries/{id}/cancel", s.cancel)
 		r.With(s.boundStreams, longLived(s.streamWindow)).Get("/queries/{id}/stream", s.stream)
 		r.Get("/models", s.models)
 		r.Post("/estimate-cost", s.estimate)

@@ -37,6 +37,8 @@ var errorDocs = map[string]string{
 	apperr.InvalidFile:         "POST /v1/files: the file is empty, a text or code file is not valid UTF-8, or its text extraction failed (a malformed or hostile file, or one past the extraction's CPU, memory or time limits). Nothing was stored.",
 	apperr.InvalidAdminToken:   "Admin API: the Authorization header does not carry the admin token.",
 	apperr.InvalidTransition:   "Admin API: the key's state does not allow this action (for example, a revoked key stays revoked).",
+	apperr.QueryEnded:          "POST /v1/queries/{id}/cancel: the query has ended (completed or failed), or its ending is being recorded, so there is nothing to cancel. GET /v1/queries/{id} returns its result.",
+	apperr.Cancelled:           "The query's error code when it was cancelled (POST /v1/queries/{id}/cancel); its status is failed. It was charged for the model calls that had finished before the cancel was recorded, and the rest of its reservation was released. Submit it again to run it.",
 }
 
 func (s *Server) errorDoc(w http.ResponseWriter, r *http.Request) {

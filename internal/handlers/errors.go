@@ -29,7 +29,7 @@ func Status(code string) int {
 		return http.StatusPaymentRequired
 	case apperr.RateLimited:
 		return http.StatusTooManyRequests
-	case apperr.IdempotencyConflict, apperr.InvalidTransition:
+	case apperr.IdempotencyConflict, apperr.InvalidTransition, apperr.QueryEnded:
 		return http.StatusConflict
 	case apperr.InvalidAPIKey, apperr.KeyRevoked, apperr.InvalidAdminToken:
 		return http.StatusUnauthorized

@@ -295,6 +295,8 @@ func Describe(r events.Record) string {
 		return "one answer synthesized"
 	case events.CreditsSettled:
 		return "charged " + events.FormatCredits(e.ChargedMicros) + " credits"
+	case events.QueryCancelRequested:
+		return "cancel requested; the query stops"
 	case events.AttemptFailed:
 		if e.RetryInMS == 0 {
 			return fmt.Sprintf("attempt %d failed; the query cannot be run", e.Attempt)

@@ -11,7 +11,8 @@ import (
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 )
 
-// QueryStatus projects QUERIES into the query_status bucket. It keeps the
+// QueryStatus projects QUERIES into the query_status bucket, and each
+// query's list row into the query_list bucket. It keeps the
 // documents of unfinished queries in memory, as it is their only writer, and
 // writes each query changed by a batch of events once.
 type QueryStatus struct {
@@ -36,6 +37,10 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 			return err
 		}
 		p.fresh = empty
+		if err := p.completeList(ctx); err != nil {
+			p.run = nil
+			return err
+		}
 	}
 	changed := map[string]*QueryDoc{}
 	var order []string
@@ -65,6 +70,13 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 		entries = append(entries, eventstore.Entry{Key: id, Value: data})
 	}
 	if err := p.Store.QueryStatus.PutAll(ctx, entries); err != nil {
+		return err
+	}
+	rows, err := listEntries(order, changed)
+	if err != nil {
+		return err
+	}
+	if err := p.Store.QueryList.PutAll(ctx, rows); err != nil {
 		return err
 	}
 	for _, id := range order {

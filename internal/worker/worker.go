@@ -5,6 +5,9 @@
 // that fails is recorded (attempt_failed) and retried with a growing delay;
 // after MaxFailures the query ends failed with its reservation released. A
 // job whose workers keep dying is ended once JetStream stops delivering it.
+// A query whose owner cancelled it (cancel_requested, appended by any API
+// process) has its run's model calls ended and ends failed with code
+// cancelled, charged for the calls it recorded.
 package worker
 
 import (
@@ -74,6 +77,8 @@ type Worker struct {
 	// Ledger, when set, settles each query before its terminal event,
 	// charging every model call the query recorded.
 	Ledger Ledger
+
+	running running
 }
 
 // DefaultMaxFailures and DefaultBackoff give a failing job about four
@@ -129,6 +134,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	var (
 		cons      *eventstore.Jobs
 		exhausted *eventstore.Consumption
+		cancels   *eventstore.Consumption
 	)
 	// A consumer that cannot be created yet (a request lost on a cluster
 	// electing its leaders, say) is asked for again until it can be: a
@@ -138,8 +144,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		if cons == nil {
 			cons, err = w.Store.Jobs(ctx, eventstore.JobsConfig{AckWait: w.AckWait, MaxDeliver: w.maxDeliver()})
 		}
+		if err == nil && exhausted == nil {
+			exhausted, err = w.watchExhausted(ctx, jobCtx)
+		}
 		if err == nil {
-			if exhausted, err = w.watchExhausted(ctx, jobCtx); err == nil {
+			if cancels, err = w.watchCancels(ctx); err == nil {
 				break
 			}
 		}
@@ -178,6 +187,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	exhausted.Stop()
+	// The cancel watch goes on while the running jobs finish.
+	defer cancels.Stop()
 	done := make(chan struct{})
 	go func() {
 		jobs.Wait()
@@ -225,8 +236,16 @@ func (w *Worker) handle(ctx context.Context, msg *eventstore.Job) {
 	id := events.AggregateID(msg.Message().Subject)
 	stop := keepAlive(msg, max(w.AckWait/3, 100*time.Millisecond))
 	defer stop()
+	// A cancel request ends runCtx (watchCancels); registered before the
+	// run loads the query, so no request falls between the two.
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	defer w.running.add(id, cancelRun)()
 	var a attempt
-	err := w.runSafely(ctx, id, firstDelivery(msg), nil, &a)
+	err := w.runSafely(runCtx, id, firstDelivery(msg), nil, &a)
+	if err != nil && ctx.Err() == nil && (errors.Is(err, errYield) || errors.Is(context.Cause(runCtx), errCancelRequested)) {
+		err = w.endIfCancelled(ctx, id, err, &a)
+	}
 	switch {
 	case err == nil:
 		msg.Ack()
@@ -468,6 +487,9 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveUp *events.QueryFailed) (events.Event, error) {
 	if q.Settled != nil {
 		return q.Settled.Terminal(), nil
+	}
+	if q.CancelRequested {
+		return events.Cancelled(), nil
 	}
 	if giveUp == nil && q.FailedAttempts >= w.maxFailures() {
 		// The last attempt failed and its worker could not end the query.
