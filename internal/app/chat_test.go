@@ -312,3 +312,80 @@ func TestChatFailureMidStream(t *testing.T) {
 	var apiErr *openai.Error
 	must(t, errors.As(err, &apiErr) && apiErr.StatusCode == 502 && apiErr.Code == "provider_error", "not streamed: %v", err)
 }
+
+// A tool the models agree to call is the answer's tool call, in OpenAI's
+// shape; the tool's result in the next request continues the conversation.
+func TestChatToolCallAndContinuation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	key := h.newKey()
+	client := h.openAIClient(key, nil)
+	ctx := context.Background()
+	tools := []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
+		Name: "get_weather", Description: openai.String("The weather in a city."),
+		Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}},
+	})}
+	ask := `What is the weather in Oslo? Please call get_weather {"city": "Oslo"}`
+	for _, stream := range []bool{false, true} {
+		params := openai.ChatCompletionNewParams{Model: "svc-justify", Tools: tools,
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(ask)}}
+		var msg openai.ChatCompletionMessage
+		var id, finish string
+		if stream {
+			s := client.Chat.Completions.NewStreaming(ctx, params)
+			var acc openai.ChatCompletionAccumulator
+			var toolChunks []openai.ChatCompletionChunk
+			for s.Next() {
+				c := s.Current()
+				acc.AddChunk(c)
+				if len(c.Choices) > 0 && len(c.Choices[0].Delta.ToolCalls) > 0 {
+					toolChunks = append(toolChunks, c)
+				}
+			}
+			must(t, s.Err() == nil, "stream: %v", s.Err())
+			must(t, len(toolChunks) >= 2, "tool call in %d chunks, want its name then its arguments", len(toolChunks))
+			first := toolChunks[0].Choices[0].Delta.ToolCalls[0]
+			must(t, first.ID != "" && first.Type == "function" && first.Function.Name == "get_weather" && first.Index == 0, "first tool chunk: %s", toolChunks[0].RawJSON())
+			for _, c := range toolChunks[1:] {
+				d := c.Choices[0].Delta.ToolCalls[0]
+				must(t, d.ID == "" && d.Function.Name == "" && d.Index == 0, "later tool chunk repeats the id or name: %s", c.RawJSON())
+			}
+			msg, id, finish = acc.Choices[0].Message, acc.ID, acc.Choices[0].FinishReason
+		} else {
+			got, err := client.Chat.Completions.New(ctx, params)
+			must(t, err == nil, "create: %v", err)
+			msg, id, finish = got.Choices[0].Message, got.ID, got.Choices[0].FinishReason
+		}
+		must(t, finish == "tool_calls" && len(msg.ToolCalls) == 1, "stream %v: finish %q, calls %+v", stream, finish, msg.ToolCalls)
+		call := msg.ToolCalls[0]
+		must(t, call.Function.Name == "get_weather" && call.Function.Arguments == `{"city":"Oslo"}` && call.Type == "function",
+			"stream %v: call %+v", stream, call)
+		// The query records every model's proposal and the agreed call.
+		r := h.api("GET", "/v1/queries/"+id, key, nil)
+		q := r.json(t)
+		must(t, jsonPath(q, "tool_calls", 0, "id") == call.ID && jsonPath(q, "tool_calls", 0, "name") == "get_weather", "query's tool calls: %s", r.body)
+		for i := range 4 {
+			must(t, jsonPath(q, "models", i, "tool_calls", 0, "name") == "get_weather", "models[%d] proposal missing: %s", i, r.body)
+		}
+
+		// The continuation: the call and its result as messages.
+		params.Messages = append(params.Messages, msg.ToParam(), openai.ToolMessage("12 degrees and clear", call.ID))
+		var text string
+		if stream {
+			s := client.Chat.Completions.NewStreaming(ctx, params)
+			var acc openai.ChatCompletionAccumulator
+			for s.Next() {
+				acc.AddChunk(s.Current())
+			}
+			must(t, s.Err() == nil, "stream: %v", s.Err())
+			text, id, finish = acc.Choices[0].Message.Content, acc.ID, acc.Choices[0].FinishReason
+		} else {
+			got, err := client.Chat.Completions.New(ctx, params)
+			must(t, err == nil, "continue: %v", err)
+			text, id, finish = got.Choices[0].Message.Content, got.ID, got.Choices[0].FinishReason
+		}
+		q = h.wait(key, id, 30*time.Second)
+		must(t, finish == "stop" && text != "" && text == jsonPath(q, "answer", "text") && jsonPath(q, "tool_calls") == nil,
+			"stream %v: continuation finish %q text %q, query %v", stream, finish, text, q["tool_calls"])
+	}
+}

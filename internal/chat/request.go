@@ -538,16 +538,27 @@ func truncate(s string) string {
 }
 
 // QueryBody is the body of the query that answers r, as POST /v1/queries
-// takes it; files are the ids of r's files (r.Files, then the uploaded
-// inline ones).
+// takes it, its tools offered to the query's models; files are the ids of
+// r's files (r.Files, then the uploaded inline ones).
 func (r Request) QueryBody(files []string) []byte {
+	type tool struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+	}
+	var tools []tool
+	for _, t := range r.Tools {
+		tools = append(tools, tool{t.Function.Name, t.Function.Description, nonNull(t.Function.Parameters)})
+	}
 	v := struct {
 		Mode         string          `json:"mode"`
 		Prompt       string          `json:"prompt"`
 		Models       json.RawMessage `json:"models,omitempty"`
 		CustomModels json.RawMessage `json:"custom_models,omitempty"`
 		Files        []string        `json:"files,omitempty"`
-	}{r.Mode, r.Prompt, r.Models, r.CustomModels, files}
+		Tools        []tool          `json:"tools,omitempty"`
+		ToolChoice   string          `json:"tool_choice,omitempty"`
+	}{r.Mode, r.Prompt, r.Models, r.CustomModels, files, tools, r.ToolChoice}
 	b, _ := json.Marshal(v)
 	return b
 }

@@ -102,16 +102,16 @@ const (
 	FinishToolCalls = "tool_calls"
 )
 
-// NewCompletion returns the completion of a query that answered text (or
-// called tools), with its usage and the whole query.
+// NewCompletion returns the completion of a query that answered text, or
+// that called tools (then the message has the calls and no content, and
+// finish_reason is tool_calls), with its usage and the whole query.
 func NewCompletion(id, model string, created int64, text string, calls []ToolCall, usage Usage, query json.RawMessage) Completion {
 	msg := Message{Role: "assistant"}
 	finish := FinishStop
 	if len(calls) > 0 {
+		// The answer is the calls: OpenAI's clients run them and send
+		// their results back; the query's text stays in crosscheck.
 		msg.ToolCalls, finish = calls, FinishToolCalls
-		if text != "" {
-			msg.Content = &text
-		}
 	} else {
 		msg.Content = &text
 	}
@@ -123,9 +123,10 @@ func NewCompletion(id, model string, created int64, text string, calls []ToolCal
 }
 
 // Chunks returns the chunks that stream an answer: the assistant's role,
-// the text in pieces of about pieceBytes, each tool call's pieces, then the
-// finishing chunk carrying the whole query; with includeUsage, the usage
-// chunk last.
+// the text in pieces of about pieceBytes or, when the answer calls tools,
+// each call's pieces (its index on each, its id, type and name on its
+// first only), then the finishing chunk carrying the whole query; with
+// includeUsage, the usage chunk last.
 func Chunks(id, model string, created int64, text string, calls []ToolCall, usage Usage, query json.RawMessage, includeUsage bool) []Chunk {
 	chunk := func(d Delta) Chunk {
 		return Chunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model,
@@ -133,8 +134,10 @@ func Chunks(id, model string, created int64, text string, calls []ToolCall, usag
 	}
 	empty := ""
 	out := []Chunk{chunk(Delta{Role: "assistant", Content: &empty})}
-	for _, p := range Pieces(text, pieceBytes) {
-		out = append(out, chunk(Delta{Content: &p}))
+	if len(calls) == 0 {
+		for _, p := range Pieces(text, pieceBytes) {
+			out = append(out, chunk(Delta{Content: &p}))
+		}
 	}
 	for i, c := range calls {
 		out = append(out, chunk(Delta{ToolCalls: []ToolCallDelta{{Index: i, ID: c.ID, Type: "function", Function: FunctionCallDelta{Name: c.Function.Name}}}}))

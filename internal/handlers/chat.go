@@ -254,9 +254,14 @@ func (s *Server) answerChat(w http.ResponseWriter, req chat.Request, id string, 
 	}
 }
 
-// toolCallsOf returns the tool calls of a query's answer; none yet: the
-// models are not offered the request's tools.
-func toolCallsOf(*projections.QueryDoc) []chat.ToolCall { return nil }
+// toolCallsOf returns the tool calls of a query's answer in OpenAI's shape.
+func toolCallsOf(doc *projections.QueryDoc) []chat.ToolCall {
+	var out []chat.ToolCall
+	for _, c := range doc.Result.ToolCalls {
+		out = append(out, chat.ToolCall{ID: c.ID, Type: "function", Function: chat.FunctionCall{Name: c.Name, Arguments: c.Arguments}})
+	}
+	return out
+}
 
 // chatError writes err in the shape OpenAI's clients parse. A 409 carries
 // x-should-retry: false; an answer with a retry advice carries Retry-After
