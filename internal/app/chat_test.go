@@ -307,10 +307,14 @@ func TestChatFailureMidStream(t *testing.T) {
 	must(t, errors.As(err, &se) && strings.Contains(string(se.Event.Data), `"code":"provider_error"`) && strings.Contains(string(se.Event.Data), `"type":`), "stream error: %v", err)
 	must(t, n == 0, "%d chunks before the error", n)
 	// Not streamed: the error is the response.
-	once := h.openAIClient(key, nil, oaoption.WithMaxRetries(0))
+	// Not streamed: the error is the response, and the client does not
+	// retry it on its own (a retry would be a new query).
+	tr := &countingTransport{}
+	once := h.openAIClient(key, tr)
 	_, err = once.Chat.Completions.New(context.Background(), params)
 	var apiErr *openai.Error
-	must(t, errors.As(err, &apiErr) && apiErr.StatusCode == 502 && apiErr.Code == "provider_error", "not streamed: %v", err)
+	must(t, errors.As(err, &apiErr) && apiErr.StatusCode == 502 && apiErr.Code == "provider_error" && apiErr.Type == "api_error", "not streamed: %v", err)
+	must(t, tr.n.Load() == 1, "the failed query was sent %d times", tr.n.Load())
 }
 
 // A tool the models agree to call is the answer's tool call, in OpenAI's

@@ -263,9 +263,12 @@ func toolCallsOf(doc *projections.QueryDoc) []chat.ToolCall {
 	return out
 }
 
-// chatError writes err in the shape OpenAI's clients parse. A 409 carries
-// x-should-retry: false; an answer with a retry advice carries Retry-After
-// and retry-after-ms.
+// chatError writes err in the shape OpenAI's clients parse. An answer
+// with a retry advice carries Retry-After and retry-after-ms. A 409, an
+// error that is not retriable, and the failure of the completion's query
+// carry x-should-retry: false: OpenAI's clients retry 409 and 5xx on their
+// own, and a retry of a failed query is a new query, charged again for the
+// calls it makes, which is the caller's decision.
 func (s *Server) chatError(w http.ResponseWriter, r *http.Request, err error, requestID string) {
 	e := apperr.From(err)
 	s.logAnswered(r, err, e, requestID)
@@ -275,10 +278,16 @@ func (s *Server) chatError(w http.ResponseWriter, r *http.Request, err error, re
 		h.Set("Retry-After", strconv.Itoa(ra))
 		h.Set("Retry-After-Ms", strconv.Itoa(ra*1000))
 	}
-	if status == http.StatusConflict || !e.Retriable() {
+	if status == http.StatusConflict || !e.Retriable() || queryFailed(e, requestID) {
 		h.Set("X-Should-Retry", "false")
 	}
 	writeJSON(w, status, chat.NewError(Envelope(e, requestID, s.DocsURL).Error, status, e.Param))
+}
+
+// queryFailed reports whether e is the failure of query requestID itself
+// (provider_error, aggregation_failed), not a refusal to run it.
+func queryFailed(e *apperr.Error, requestID string) bool {
+	return requestID != "" && (e.Code == apperr.ProviderError || e.Code == apperr.AggregationFailed)
 }
 
 // ModelObject is one entry of the data of GET /v1/models, in OpenAI's shape.
