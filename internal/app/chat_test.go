@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"image/png"
 	"io"
 	"net/http"
 	"strings"
@@ -392,4 +394,30 @@ func TestChatToolCallAndContinuation(t *testing.T) {
 		must(t, finish == "stop" && text != "" && text == jsonPath(q, "answer", "text") && jsonPath(q, "tool_calls") == nil,
 			"stream %v: continuation finish %q text %q, query %v", stream, finish, text, q["tool_calls"])
 	}
+}
+
+// Content parts attach files: an upload's file_id, and files sent inline
+// (an image_url data URL, file_data), which are uploaded for the query.
+func TestChatContentPartsAttachFiles(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	key := h.newKey()
+	up := h.upload(key, "notes.py", []byte("# The kettle whistles at noon.\n"))
+	must(t, up.status == 201, "upload: %d %s", up.status, up.body)
+	uploaded := up.json(t)["file_id"].(string)
+	img := base64.StdEncoding.EncodeToString(drawn(t, png.Encode))
+	code := base64.StdEncoding.EncodeToString([]byte("# The ferry leaves at seven.\n"))
+	body := `{"model":"svc-unify","messages":[{"role":"user","content":[
+		{"type":"text","text":"When does the ferry leave?"},
+		{"type":"file","file":{"file_id":"` + uploaded + `"}},
+		{"type":"image_url","image_url":{"url":"data:image/png;base64,` + img + `"}},
+		{"type":"file","file":{"filename":"ferry.py","file_data":"` + code + `"}}]}]}`
+	r := h.api("POST", "/v1/chat/completions", key, body)
+	must(t, r.status == 200, "completion: %d %s", r.status, r.body)
+	files, _ := jsonPath(r.json(t), "crosscheck", "files").([]any)
+	must(t, len(files) == 3 && jsonPath(files[0], "file_id") == uploaded && jsonPath(files[1], "kind") == "image" && jsonPath(files[2], "name") == "ferry.py",
+		"files: %v", files)
+	r = h.api("POST", "/v1/chat/completions", key, `{"model":"svc-unify","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]}`)
+	e, _ := r.json(t)["error"].(map[string]any)
+	must(t, r.status == 400 && e["code"] == "invalid_request" && e["param"] == "messages[0].content[0].image_url.url" && e["type"] == "invalid_request_error", "web image: %d %s", r.status, r.body)
 }

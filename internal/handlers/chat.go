@@ -94,7 +94,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			s.chatError(w, r, apperr.New(apperr.InvalidFiles, "this server takes no files"), "")
 			return
 		}
-		m, err := s.Files.Upload(r.Context(), c, f.Name, "chat", bytes.NewReader(f.Data))
+		m, err := s.Files.Upload(r.Context(), c, f.Name, "query", bytes.NewReader(f.Data))
 		if err != nil {
 			s.chatError(w, r, err, "")
 			return
