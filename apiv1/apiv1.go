@@ -18,6 +18,10 @@ type QueryRequest struct {
 	// Files are file ids (POST /v1/files) the query attaches: at most 5,
 	// 20 MB combined, each the caller's and not expired.
 	Files []string `json:"files,omitempty"`
+	// Tools are functions the models may propose to call; ToolChoice is
+	// auto (the default), none, required, or the name of one tool.
+	Tools      []Tool `json:"tools,omitempty"`
+	ToolChoice string `json:"tool_choice,omitempty"`
 }
 
 // Query is a query as GET /v1/queries/{id} returns it.
@@ -29,6 +33,9 @@ type Query struct {
 	Stage           string  `json:"stage"`
 	ProgressPercent int     `json:"progress_percent"`
 	Answer          *Answer `json:"answer,omitempty"`
+	// ToolCalls are the calls of the query's tools its answer makes (the
+	// ones its models agreed on); absent when it makes none.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// Files are the files the query attaches; absent when none.
 	Files     []AttachedFile `json:"files,omitempty"`
 	Models    []ModelResult  `json:"models"`
@@ -100,6 +107,23 @@ type ModelResult struct {
 	Error       *ModelError `json:"error,omitempty"`
 	// Files says how the model received each attached file.
 	Files []ModelFile `json:"files,omitempty"`
+	// ToolCalls are the tool calls the model proposed.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ToolCall is a call of one of the query's tools; Arguments is a JSON text.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Tool is a function a query offers its models, with the JSON Schema of
+// its arguments.
+type Tool struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	Parameters  map[string]any `json:"parameters,omitempty"`
 }
 
 // AttachedFile is a file a query attaches.

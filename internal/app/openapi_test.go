@@ -251,6 +251,8 @@ var (
 		"GET /v1/queries/{id}/stream",
 		"GET /v1/models",
 		"POST /v1/estimate-cost",
+		"GET /v1/models/{id}",
+		"POST /v1/chat/completions",
 		"POST /v1/files",
 		"GET /v1/files",
 		"GET /v1/files/{id}",

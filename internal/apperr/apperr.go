@@ -52,6 +52,11 @@ const (
 	QueryEnded = "query_ended"
 	Cancelled  = "cancelled"
 
+	// ModelNotFound (404) answers a chat completion whose model is not one
+	// of the chat door's models (svc-unify, svc-justify, svc-verify), with
+	// the code OpenAI's clients know.
+	ModelNotFound = "model_not_found"
+
 	// Admin API codes.
 	InvalidAdminToken = "invalid_admin_token"
 	InvalidTransition = "invalid_transition"
@@ -66,6 +71,9 @@ type Error struct {
 	RetryAfter int
 	// RequestID names the query the error concerns, if any.
 	RequestID string
+	// Param names the request parameter at fault, if any (the chat
+	// completions door reports it as OpenAI's error.param).
+	Param string
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

@@ -97,6 +97,11 @@ type QuerySubmitted struct {
 	// each with the models that read it natively: the routing decided at
 	// admission, which every run of the query follows. Never the content.
 	Files []FileRef `json:"files,omitempty"`
+	// Tools are the functions the query offers its models, and ToolChoice
+	// how it asks them to call one: auto (or empty), none, required, or the
+	// name of one tool.
+	Tools      []Tool `json:"tools,omitempty"`
+	ToolChoice string `json:"tool_choice,omitempty"`
 }
 
 // FileRef is a file attached to a query: what identifies it and how each
@@ -151,6 +156,8 @@ type ModelAnswered struct {
 	LatencyMS int64      `json:"latency_ms"`
 	// CostMicros is the call's metered price: its usage at its model's price.
 	CostMicros int64 `json:"cost_micros"`
+	// ToolCalls are the calls of the query's tools the model proposes.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // ModelFailed records that one model could not answer.
@@ -186,6 +193,9 @@ type Synthesized struct {
 	Usage      Usage    `json:"usage"`
 	LatencyMS  int64    `json:"latency_ms"`
 	CostMicros int64    `json:"cost_micros"`
+	// ToolCalls are the calls of the query's tools that its answer makes:
+	// the ones the models agreed on (AgreeToolCalls).
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // CreditsSettled records what the query was charged (the sum of its calls'

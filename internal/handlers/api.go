@@ -77,6 +77,7 @@ func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(accessLog(s.Log))
 	r.Use(recoverer)
+	r.Use(requestIDHeader)
 	r.Get("/healthz", healthz)
 	r.Get("/readyz", s.readyz)
 	r.Get("/docs/errors/{code}", s.errorDoc)
@@ -88,12 +89,14 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/queries/{id}/cancel", s.cancel)
 		r.With(s.boundStreams, longLived(s.streamWindow)).Get("/queries/{id}/stream", s.stream)
 		r.Get("/models", s.models)
+		r.Get("/models/{id}", s.model)
 		r.Post("/estimate-cost", s.estimate)
 		r.Post("/files", s.upload)
 		r.Get("/files", s.listFiles)
 		r.Get("/files/{id}", s.getFile)
 		r.Delete("/files/{id}", s.deleteFile)
 	})
+	r.With(s.chatAuth, longLived(s.streamWindow)).Post("/v1/chat/completions", s.chatCompletions)
 	r.NotFound(s.noRoute)
 	r.MethodNotAllowed(s.noMethod)
 	return r
@@ -142,6 +145,10 @@ func caller(r *http.Request) accounts.Caller {
 	return c
 }
 
+func contextWithCaller(r *http.Request, c accounts.Caller) context.Context {
+	return context.WithValue(r.Context(), callerKey{}, c)
+}
+
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := s.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
@@ -151,7 +158,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.writeError(w, r, err, "")
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+		next.ServeHTTP(w, r.WithContext(contextWithCaller(r, c)))
 	})
 }
 
@@ -253,14 +260,16 @@ type ModelGroup struct {
 	Models    []catalog.Model `json:"models"`
 }
 
-// ModelsResponse is the body of GET /v1/models.
+// ModelsResponse is the body of GET /v1/models: OpenAI's model list (data:
+// the chat door's models) and crosscheck's catalog (groups) in one.
 type ModelsResponse struct {
-	Object string       `json:"object"`
-	Groups []ModelGroup `json:"groups"`
+	Object string        `json:"object"`
+	Data   []ModelObject `json:"data"`
+	Groups []ModelGroup  `json:"groups"`
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	resp := ModelsResponse{Object: "catalog"}
+	resp := ModelsResponse{Object: "list", Data: chatModels()}
 	for _, p := range s.Catalog.Providers {
 		resp.Groups = append(resp.Groups, ModelGroup{Name: p.Key, Backend: p.Backend, Simulated: p.Simulated(), Models: p.Models})
 	}

@@ -30,6 +30,7 @@ var errorDocs = map[string]string{
 	apperr.ProviderError:       "Every selected model failed. Retry after 1 s, then 5 s, then stop.",
 	apperr.AggregationFailed:   "The models answered but the synthesis of one answer failed. Retry after 1 s, then 5 s, then stop.",
 	apperr.NotFound:            "No such resource for this account. A query of another account is reported as not found.",
+	apperr.ModelNotFound:       "POST /v1/chat/completions: model is not one of svc-unify, svc-justify, svc-verify (GET /v1/models lists them). Choose the providers with the crosscheck.models extension field instead.",
 	apperr.Internal:            "An unexpected server error. It was logged; retry later.",
 	apperr.MethodNotAllowed:    "The path exists but not with this HTTP method.",
 	apperr.UnsupportedFileType: "POST /v1/files: the file's name has no accepted extension (png, jpg, jpeg, gif, webp, pdf, doc, docx, py, js, ts, html, htm, css, json, yaml, yml, sql), or its content, sniffed, is not what the extension says (an executable named .png, a zip named .docx that is not a Word document). Nothing was stored.",

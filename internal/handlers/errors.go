@@ -35,7 +35,7 @@ func Status(code string) int {
 		return http.StatusUnauthorized
 	case apperr.KeySuspended, apperr.KeyDisabled:
 		return http.StatusForbidden
-	case apperr.NotFound:
+	case apperr.NotFound, apperr.ModelNotFound:
 		return http.StatusNotFound
 	case apperr.MethodNotAllowed:
 		return http.StatusMethodNotAllowed
@@ -87,6 +87,17 @@ func writeRaw(w http.ResponseWriter, status int, raw []byte) {
 // beside it) is logged with that cause, here and only here.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, requestID string) {
 	e := apperr.From(err)
+	s.logAnswered(r, err, e, requestID)
+	if ra := e.RetryAfterSeconds(); ra > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ra))
+	}
+	writeJSON(w, Status(e.Code), Envelope(e, requestID, s.DocsURL))
+}
+
+// logAnswered logs an error that is answered: internal errors in detail,
+// and a service_restarting with a cause (the event store's failure,
+// wrapped beside it) with that cause; no other.
+func (s *Server) logAnswered(r *http.Request, err error, e *apperr.Error, requestID string) {
 	var ev *zerolog.Event
 	switch {
 	case e.Code == apperr.Internal:
@@ -100,8 +111,4 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error, r
 		}
 		ev.Err(err).Msg("answered " + e.Code)
 	}
-	if ra := e.RetryAfterSeconds(); ra > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(ra))
-	}
-	writeJSON(w, Status(e.Code), Envelope(e, requestID, s.DocsURL))
 }

@@ -273,6 +273,7 @@ func (j *job) finish(ctx context.Context, progress, what string, write func() (e
 		}
 		return events.QueryFailed{Code: apperr.AggregationFailed, Message: what + " failed: " + err.Error()}, nil
 	}
+	j.read(func(q *events.Query) { syn.ToolCalls = events.AgreeToolCalls(q) })
 	if err := j.recordOutcome(ctx, syn, true); err != nil {
 		return nil, err
 	}
@@ -295,10 +296,10 @@ func (m *Models) writeAnswer(ctx context.Context, ref events.ModelRef, instructi
 
 // answer is a model's plain answer to the question, with the query's files.
 func (m *Models) answer(ctx context.Context, j *job, ref events.ModelRef, prompt string) events.Event {
-	req, err := j.withFiles(ctx, m.Files, ref, providers.Request{
+	req, err := j.withFiles(ctx, m.Files, ref, j.withTools(providers.Request{
 		Purpose:  events.StepAnswer,
 		Messages: []providers.Message{{Role: providers.RoleUser, Content: prompt}},
-	})
+	}))
 	if err != nil {
 		return failed(ref, providers.Response{}, err)
 	}
@@ -307,7 +308,7 @@ func (m *Models) answer(ctx context.Context, j *job, ref events.ModelRef, prompt
 		return failed(ref, resp, err)
 	}
 	mt := m.meter(ref, resp)
-	return events.ModelAnswered{Model: ref, Answer: resp.Text, Citations: resp.Citations, Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}
+	return events.ModelAnswered{Model: ref, Answer: resp.Text, Citations: resp.Citations, Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros, ToolCalls: resp.ToolCalls}
 }
 
 func failed(ref events.ModelRef, resp providers.Response, err error) events.ModelFailed {

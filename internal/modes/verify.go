@@ -176,14 +176,14 @@ func (m *Verify) research(ctx context.Context, j *job) error {
 			b.WriteString("\nSearch results:\n")
 			writeSources(&b, listed)
 		}
-		req, err := j.withFiles(ctx, m.Files, ref, providers.Request{
+		req, err := j.withFiles(ctx, m.Files, ref, j.withTools(providers.Request{
 			Purpose:   events.StepResearch,
 			WebSearch: native,
 			Messages: []providers.Message{
 				{Role: providers.RoleSystem, Content: researchInstructions},
 				{Role: providers.RoleUser, Content: b.String()},
 			},
-		})
+		}))
 		if err != nil {
 			return failed(ref, providers.Response{}, err)
 		}
@@ -196,7 +196,7 @@ func (m *Verify) research(ctx context.Context, j *job) error {
 			citations = append(slices.Clone(resp.Citations), citations...)
 		}
 		mt := m.meter(ref, resp)
-		return events.ModelAnswered{Model: ref, Answer: resp.Text, Citations: citations, Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}
+		return events.ModelAnswered{Model: ref, Answer: resp.Text, Citations: citations, Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros, ToolCalls: resp.ToolCalls}
 	})
 }
 

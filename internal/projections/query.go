@@ -33,6 +33,9 @@ type Result struct {
 	Stage           string         `json:"stage"`
 	ProgressPercent int            `json:"progress_percent"`
 	Answer          *events.Answer `json:"answer,omitempty"`
+	// ToolCalls are the calls of the query's tools its answer makes;
+	// absent when it makes none.
+	ToolCalls []events.ToolCall `json:"tool_calls,omitempty"`
 	// Files are the files the query attaches; absent when none.
 	Files     []AttachedFile `json:"files,omitempty"`
 	Models    []ModelResult  `json:"models"`
@@ -71,6 +74,8 @@ type ModelResult struct {
 	// Files says how the model received each attached file, in the
 	// query's order; absent when the query attaches none.
 	Files []ModelFile `json:"files,omitempty"`
+	// ToolCalls are the tool calls the model proposed; absent when none.
+	ToolCalls []events.ToolCall `json:"tool_calls,omitempty"`
 }
 
 // AttachedFile is a file a query attaches.
@@ -198,6 +203,7 @@ func (d *QueryDoc) Apply(r events.Record) {
 			if e.Citations != nil {
 				m.Citations = e.Citations
 			}
+			m.ToolCalls = e.ToolCalls
 		}
 		if res.Justify != nil {
 			res.Justify.round(1).Answers = append(res.Justify.round(1).Answers, RoundAnswer{Model: e.Model.Key(), ModelID: e.Model.ModelID, Answer: e.Answer})
@@ -216,6 +222,7 @@ func (d *QueryDoc) Apply(r events.Record) {
 	case events.Synthesized:
 		answer := e.Answer
 		res.Answer = &answer
+		res.ToolCalls = e.ToolCalls
 		res.Synthesis = &Synthesis{Provider: e.Model.Provider, ModelID: e.Model.ModelID, Simulated: e.Model.Simulated, Usage: e.Usage, LatencyMS: e.LatencyMS, Credits: events.Credits(e.CostMicros)}
 		res.advance(events.StageAggregating, 95)
 	case events.CreditsSettled:

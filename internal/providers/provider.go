@@ -62,6 +62,11 @@ type Request struct {
 	WebSearch bool
 	// MaxOutputTokens bounds the answer; zero leaves the vendor's default.
 	MaxOutputTokens int
+	// Tools are functions the model may propose to call (Response.ToolCalls),
+	// sent in the vendor's native way; ToolChoice is auto (or empty), none,
+	// required, or the name of one tool.
+	Tools      []events.Tool
+	ToolChoice string
 }
 
 // Response is what a model returned.
@@ -71,6 +76,8 @@ type Response struct {
 	Citations []events.Citation
 	Usage     events.Usage
 	Latency   time.Duration
+	// ToolCalls are the calls of Request.Tools the model proposes.
+	ToolCalls []events.ToolCall
 }
 
 // Provider is a model backend.

@@ -32,6 +32,10 @@ type Request struct {
 	Files []string `json:"files,omitempty"`
 	// Selected are the models that run, resolved by the rules of spec 2.1.
 	Selected []events.ModelRef `json:"-"`
+	// Tools are the functions the query offers its models; ToolChoice how
+	// it asks them to call one.
+	Tools      []events.Tool `json:"-"`
+	ToolChoice string        `json:"-"`
 }
 
 // Hash identifies the request's content for Idempotency-Key comparison: two
@@ -46,13 +50,15 @@ func (r Request) Hash() string {
 		Selected     []events.ModelRef `json:"selected"`
 		CustomModels []string          `json:"custom_models"`
 		Files        []string          `json:"files,omitempty"`
-	}{r.Mode, r.Prompt, r.Selected, r.CustomModels, r.Files}
+		Tools        []events.Tool     `json:"tools,omitempty"`
+		ToolChoice   string            `json:"tool_choice,omitempty"`
+	}{r.Mode, r.Prompt, r.Selected, r.CustomModels, r.Files, r.Tools, r.ToolChoice}
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
 
-var knownFields = map[string]bool{"mode": true, "prompt": true, "models": true, "custom_models": true, "files": true}
+var knownFields = map[string]bool{"mode": true, "prompt": true, "models": true, "custom_models": true, "files": true, "tools": true, "tool_choice": true}
 
 // Decode parses and validates a POST /v1/queries body against the catalog and
 // the modes this server runs. Every failure is an *apperr.Error naming the
@@ -68,7 +74,7 @@ func Decode(body []byte, cat *catalog.Catalog, modes map[string]bool) (Request, 
 	}
 	for name := range fields {
 		if !knownFields[name] {
-			return Request{}, apperr.New(apperr.InvalidRequest, "unknown field %q: the fields are mode, prompt, models, custom_models and files", truncate(name))
+			return Request{}, apperr.New(apperr.InvalidRequest, "unknown field %q: the fields are mode, prompt, models, custom_models, files, tools and tool_choice", truncate(name))
 		}
 	}
 	var r Request
@@ -85,6 +91,9 @@ func Decode(body []byte, cat *catalog.Catalog, modes map[string]bool) (Request, 
 		return Request{}, err
 	}
 	if err := decodeFiles(fields["files"], &r); err != nil {
+		return Request{}, err
+	}
+	if err := decodeTools(fields["tools"], fields["tool_choice"], &r); err != nil {
 		return Request{}, err
 	}
 	if len(r.Selected) == 0 {

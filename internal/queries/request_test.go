@@ -62,6 +62,8 @@ func FuzzDecode(f *testing.F) {
 		`{"mode":"unify","prompt":"x","models":{"provider_a":"sim-alpha-pro","provider_b":null}}`,
 		`{"mode":"justify","prompt":"x","custom_models":["byom_1"]}`,
 		`{"mode":"unify","prompt":"x","models":{}}`,
+		`{"mode":"unify","prompt":"x","tools":[{"name":"get_weather","description":"d","parameters":{"type":"object"}}],"tool_choice":"get_weather"}`,
+		`{"mode":"unify","prompt":"x","tools":[{"name":"a"},{"name":"a"}],"tool_choice":"required"}`,
 		`[]`, `null`, `{"mode":1}`, `{"prompt":"\u0000"}`, `{"mode":"unify","prompt":"x"} trailing`,
 	} {
 		f.Add([]byte(s))

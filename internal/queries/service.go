@@ -139,6 +139,7 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	env, err := events.Wrap(events.AggregateQuery, requestID, events.QuerySubmitted{
 		RequestID: requestID, AccountID: caller.AccountID, KeyFingerprint: caller.Fingerprint,
 		Mode: req.Mode, Prompt: req.Prompt, Models: req.Selected, EstimatedMicros: estimate.Micros, Files: files,
+		Tools: req.Tools, ToolChoice: req.ToolChoice,
 	}, s.Now())
 	if err != nil {
 		return Submission{}, err

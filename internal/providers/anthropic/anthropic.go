@@ -202,6 +202,9 @@ func buildParams(req providers.Request) (sdk.MessageNewParams, string, error) {
 	if req.WebSearch {
 		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfWebSearchTool20250305: &sdk.WebSearchTool20250305Param{}})
 	}
+	if err := addTools(&params, req); err != nil {
+		return params, "", err
+	}
 	return params, toolName, nil
 }
 
@@ -286,6 +289,7 @@ func readMessage(msg *sdk.Message, toolName string) (providers.Response, error) 
 
 	if toolName == "" {
 		resp.Text = text.String()
+		resp.ToolCalls = toolCalls(msg)
 		return resp, nil
 	}
 	obj, err := toolObject(input)

@@ -129,6 +129,23 @@ func (f *fixture) serve(w http.ResponseWriter, r *http.Request) {
 		writeMessage(w, model, "tool_use", s.Usage, map[string]any{
 			"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": name, "input": json.RawMessage(s.JSON),
 		})
+	case contract.KindToolCall:
+		tools, _ := req["tools"].([]any)
+		var blocks []any
+		for _, c := range s.ToolCalls {
+			found := false
+			for _, t := range tools {
+				m, _ := t.(map[string]any)
+				schema, _ := m["input_schema"].(map[string]any)
+				found = found || m["name"] == c.Name && schema["type"] == "object"
+			}
+			if !found || req["tool_choice"] == nil {
+				writeError(w, http.StatusBadRequest, 0, "invalid_request_error", "the request does not offer the tool "+c.Name+" with a tool_choice")
+				return
+			}
+			blocks = append(blocks, map[string]any{"type": "tool_use", "id": c.ID, "name": c.Name, "input": json.RawMessage(c.Arguments)})
+		}
+		writeMessage(w, model, "tool_use", s.Usage, blocks...)
 	case contract.KindStatus:
 		writeError(w, s.Status, s.RetryAfter, errorType(s.Status), s.Message)
 	case contract.KindStall:

@@ -21,6 +21,10 @@ const (
 	KindJSON   = "json"   // a structured answer: JSON is the object
 	KindStatus = "status" // an HTTP error with the vendor's error body
 	KindStall  = "stall"  // no answer until the client gives up
+	// KindToolCall answers with the tool calls of ToolCalls (and Text, if
+	// any), when the request offered each called tool with its parameters
+	// and the tool choice in the vendor's format; with a 400 otherwise.
+	KindToolCall = "tool_call"
 )
 
 // Scenario is how the fake upstream answers one request.
@@ -33,6 +37,7 @@ type Scenario struct {
 	Status     int
 	RetryAfter time.Duration // sent as the vendor's retry-after header
 	Message    string        // the vendor's error message
+	ToolCalls  []events.ToolCall
 }
 
 // Fixture is one backend wired to its fake upstream.
@@ -88,6 +93,32 @@ func Run(t *testing.T, f Fixture) {
 			t.Fatalf("structured output %s: %v", resp.JSON, err)
 		}
 	})
+	if f.Supports(KindToolCall) {
+		t.Run("tools go to the model and its calls come back", func(t *testing.T) {
+			want := []events.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Oslo"}`}}
+			f.Play(Scenario{Kind: KindToolCall, ToolCalls: want, Usage: events.Usage{InputTokens: 20, OutputTokens: 8}})
+			req := ask("What is the weather in Oslo?")
+			req.Tools = []events.Tool{
+				{Name: "get_weather", Description: "The weather in a city.", Parameters: `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`},
+				{Name: "get_time", Description: "The time in a city."},
+			}
+			req.ToolChoice = events.ToolChoiceRequired
+			resp, err := f.Provider(t).Complete(context.Background(), req)
+			if err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+			if len(resp.ToolCalls) != 1 || resp.ToolCalls[0].Name != "get_weather" || resp.ToolCalls[0].ID == "" {
+				t.Fatalf("tool calls %+v, want %+v", resp.ToolCalls, want)
+			}
+			var got, exp any
+			if json.Unmarshal([]byte(resp.ToolCalls[0].Arguments), &got) != nil || json.Unmarshal([]byte(want[0].Arguments), &exp) != nil || !jsonEqual(got, exp) {
+				t.Fatalf("arguments %s, want %s", resp.ToolCalls[0].Arguments, want[0].Arguments)
+			}
+			if resp.Usage.InputTokens != 20 || resp.Usage.OutputTokens != 8 {
+				t.Fatalf("usage %+v", resp.Usage)
+			}
+		})
+	}
 	if f.Citations() {
 		t.Run("web search citations", func(t *testing.T) {
 			cites := []events.Citation{{URL: "https://example.org/everest", Title: "Everest"}}
@@ -172,4 +203,10 @@ func Run(t *testing.T, f Fixture) {
 			t.Fatalf("err %v after %s; want a timeout", err, time.Since(start))
 		}
 	})
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
 }

@@ -64,6 +64,17 @@ func (s *Script) Last(t testing.TB) Received {
 	return s.requests[len(s.requests)-1]
 }
 
+// LastBody is the decoded body of the last request received, nil when
+// there is none.
+func (s *Script) LastBody() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.requests) == 0 {
+		return nil
+	}
+	return s.requests[len(s.requests)-1].Body
+}
+
 // Receive records r and returns the scenario to answer it with (the zero
 // Scenario when none is set).
 func (s *Script) Receive(r *http.Request) Scenario {

@@ -116,6 +116,9 @@ func (c *Client) Complete(ctx context.Context, req providers.Request) (providers
 	if req.WebSearch {
 		config.Tools = []*genai.Tool{{GoogleSearch: &genai.GoogleSearch{}}}
 	}
+	if err := addTools(config, req); err != nil {
+		return providers.Response{}, err
+	}
 
 	out, err := c.genai.Models.GenerateContent(ctx, req.Model, contents, config)
 	latency := time.Since(start)
@@ -265,6 +268,7 @@ func (c *Client) response(out *genai.GenerateContentResponse, structured bool) (
 		}
 	}
 	resp.Text = text.String()
+	resp.ToolCalls = toolCalls(cand)
 	resp.Citations = citations(cand.GroundingMetadata)
 	if structured {
 		raw := strings.TrimSpace(resp.Text)
@@ -273,7 +277,7 @@ func (c *Client) response(out *genai.GenerateContentResponse, structured bool) (
 		}
 		resp.JSON = json.RawMessage(raw)
 		resp.Text = raw
-	} else if strings.TrimSpace(resp.Text) == "" {
+	} else if strings.TrimSpace(resp.Text) == "" && len(resp.ToolCalls) == 0 {
 		return resp, &providers.Error{Class: providers.ClassInvalidOutput, Message: fmt.Sprintf("the answer has no text (finish reason %s)", cand.FinishReason)}
 	}
 	return resp, nil

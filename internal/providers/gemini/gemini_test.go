@@ -143,6 +143,39 @@ func (f *fixture) scenario(s contract.Scenario) reply {
 		return func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, s.Status, rpcStatus(s.Status), s.Message, s.RetryAfter)
 		}
+	case contract.KindToolCall:
+		return func(w http.ResponseWriter, r *http.Request) {
+			f.mu.Lock()
+			body := f.received[len(f.received)-1].Body
+			f.mu.Unlock()
+			tools, _ := body["tools"].([]any)
+			var decls []any
+			for _, t := range tools {
+				m, _ := t.(map[string]any)
+				d, _ := m["functionDeclarations"].([]any)
+				decls = append(decls, d...)
+			}
+			var parts []any
+			for _, c := range s.ToolCalls {
+				found := false
+				for _, d := range decls {
+					m, _ := d.(map[string]any)
+					schema, _ := m["parametersJsonSchema"].(map[string]any)
+					found = found || m["name"] == c.Name && schema["type"] == "object"
+				}
+				if !found || body["toolConfig"] == nil {
+					writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "the request does not declare the function "+c.Name+" with a toolConfig", 0)
+					return
+				}
+				parts = append(parts, map[string]any{"functionCall": map[string]any{"name": c.Name, "args": json.RawMessage(c.Arguments)}})
+			}
+			rawJSON(http.StatusOK, map[string]any{
+				"candidates": []any{map[string]any{"content": map[string]any{"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}},
+				"usageMetadata": map[string]any{"promptTokenCount": s.Usage.InputTokens, "candidatesTokenCount": s.Usage.OutputTokens,
+					"totalTokenCount": s.Usage.InputTokens + s.Usage.OutputTokens},
+				"modelVersion": "gemini-2.5-flash", "responseId": "resp-1",
+			})(w, r)
+		}
 	case contract.KindStall:
 		return func(w http.ResponseWriter, r *http.Request) {
 			select {

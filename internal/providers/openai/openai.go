@@ -158,6 +158,9 @@ func buildParams(req providers.Request) (responses.ResponseNewParams, error) {
 	if req.WebSearch {
 		params.Tools = []responses.ToolUnionParam{{OfWebSearch: &responses.WebSearchToolParam{Type: responses.WebSearchToolTypeWebSearch}}}
 	}
+	if err := addTools(&params, req); err != nil {
+		return params, err
+	}
 	return params, nil
 }
 
@@ -283,6 +286,7 @@ func parseResponse(res *responses.Response, structured bool) (providers.Response
 		}
 	}
 	out.Text = text.String()
+	out.ToolCalls = toolCalls(res)
 
 	switch {
 	case refusal != "":
@@ -291,9 +295,9 @@ func parseResponse(res *responses.Response, structured bool) (providers.Response
 		return out, &providers.Error{Class: failedClass(string(res.Error.Code)), Message: "the response failed: " + res.Error.Message}
 	case res.Status == responses.ResponseStatusIncomplete && res.IncompleteDetails.Reason == "content_filter":
 		return out, &providers.Error{Class: providers.ClassContentFiltered, Message: "the answer was stopped by the content filter"}
-	case res.Status == responses.ResponseStatusIncomplete && (structured || out.Text == ""):
+	case res.Status == responses.ResponseStatusIncomplete && (structured || out.Text == "" && len(out.ToolCalls) == 0):
 		return out, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the response is incomplete: " + res.IncompleteDetails.Reason}
-	case strings.TrimSpace(out.Text) == "":
+	case strings.TrimSpace(out.Text) == "" && len(out.ToolCalls) == 0:
 		return out, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the response has no text"}
 	}
 	if structured {

@@ -69,6 +69,16 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		openaitest.WriteError(w, s.Status, s.Message, s.RetryAfter)
 	case contract.KindJSON:
 		openaitest.WriteJSON(w, response("completed", nil, nil, messageItem(outputText(s.JSON, nil)), s.Usage))
+	case contract.KindToolCall:
+		if msg := missingTools(u.LastBody(), s); msg != "" {
+			openaitest.WriteError(w, http.StatusBadRequest, msg, 0)
+			return
+		}
+		var items []any
+		for _, c := range s.ToolCalls {
+			items = append(items, map[string]any{"type": "function_call", "id": "fc_" + c.ID, "call_id": c.ID, "name": c.Name, "arguments": c.Arguments, "status": "completed"})
+		}
+		openaitest.WriteJSON(w, response("completed", nil, nil, items, s.Usage))
 	case kindRefusal:
 		openaitest.WriteJSON(w, response("completed", nil, nil, messageItem(map[string]any{"type": "refusal", "refusal": s.Text}), s.Usage))
 	case kindFiltered:
@@ -397,4 +407,28 @@ func TestConnectionFailureIsServerError(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Class != providers.ClassServerError || strings.Contains(pe.Message, testKey) {
 		t.Fatalf("err %v, want a server_error", err)
 	}
+}
+
+// missingTools says what the request lacks of the Responses API's function
+// tools for the calls s plays: each called tool with its parameters, and a
+// tool choice; "" when nothing.
+func missingTools(body map[string]any, s contract.Scenario) string {
+	tools, _ := body["tools"].([]any)
+	for _, c := range s.ToolCalls {
+		found := false
+		for _, t := range tools {
+			m, _ := t.(map[string]any)
+			params, _ := m["parameters"].(map[string]any)
+			if m["type"] == "function" && m["name"] == c.Name && params["type"] == "object" {
+				found = true
+			}
+		}
+		if !found {
+			return "the request does not offer the function tool " + c.Name
+		}
+	}
+	if body["tool_choice"] == nil {
+		return "the request has no tool_choice"
+	}
+	return ""
 }

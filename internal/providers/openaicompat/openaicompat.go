@@ -152,6 +152,9 @@ func buildParams(req providers.Request) (sdk.ChatCompletionNewParams, error) {
 			},
 		}
 	}
+	if err := addTools(&params, req); err != nil {
+		return params, err
+	}
 	return params, nil
 }
 
@@ -194,14 +197,15 @@ func parseResponse(res *sdk.ChatCompletion, structured bool, key string) (provid
 	}
 	choice := res.Choices[0]
 	out.Text = choice.Message.Content
+	out.ToolCalls = toolCalls(choice.Message)
 	switch {
 	case choice.FinishReason == "content_filter":
 		return out, &providers.Error{Class: providers.ClassContentFiltered, Message: "the answer was stopped by the content filter"}
 	case choice.Message.Refusal != "":
 		return out, &providers.Error{Class: providers.ClassContentFiltered, Message: "the model refused: " + choice.Message.Refusal}
-	case choice.FinishReason == "length" && (structured || strings.TrimSpace(out.Text) == ""):
+	case choice.FinishReason == "length" && (structured || strings.TrimSpace(out.Text) == "" && len(out.ToolCalls) == 0):
 		return out, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the answer hit the output token limit"}
-	case strings.TrimSpace(out.Text) == "":
+	case strings.TrimSpace(out.Text) == "" && len(out.ToolCalls) == 0:
 		return out, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the response has no text"}
 	}
 	if structured {

@@ -77,6 +77,31 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, s.Text)
 	case contract.KindJSON:
 		openaitest.WriteJSON(w, completion(s.JSON, nil, "stop", s.Usage))
+	case contract.KindToolCall:
+		body := u.LastBody()
+		tools, _ := body["tools"].([]any)
+		for _, c := range s.ToolCalls {
+			found := false
+			for _, t := range tools {
+				m, _ := t.(map[string]any)
+				fn, _ := m["function"].(map[string]any)
+				params, _ := fn["parameters"].(map[string]any)
+				found = found || m["type"] == "function" && fn["name"] == c.Name && params["type"] == "object"
+			}
+			if !found || body["tool_choice"] == nil {
+				openaitest.WriteError(w, http.StatusBadRequest, "the request does not offer the function tool "+c.Name+" with a tool_choice", 0)
+				return
+			}
+		}
+		res := completion("", nil, "tool_calls", s.Usage)
+		msg := res["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+		msg["content"] = nil
+		var calls []any
+		for _, c := range s.ToolCalls {
+			calls = append(calls, map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+		}
+		msg["tool_calls"] = calls
+		openaitest.WriteJSON(w, res)
 	case kindFiltered:
 		openaitest.WriteJSON(w, completion(s.Text, nil, "content_filter", s.Usage))
 	case kindRefusal:

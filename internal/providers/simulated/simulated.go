@@ -80,8 +80,10 @@ func (c *Client) Complete(ctx context.Context, req providers.Request) (providers
 		out = c.assess(input)
 	case events.StepResearch:
 		resp.Text = c.research(req.Model, input, docs)
+		resp.ToolCalls = proposeToolCalls(c.Provider, req, input)
 	default:
 		resp.Text = c.answer(req.Model, input) + fileLines(input, docs)
+		resp.ToolCalls = proposeToolCalls(c.Provider, req, input)
 	}
 	if out != nil {
 		raw, err := json.Marshal(out)

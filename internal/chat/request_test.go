@@ -1,0 +1,136 @@
+package chat
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
+)
+
+func TestDecode(t *testing.T) {
+	png := base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\nfake"))
+	for _, c := range []struct {
+		name, body string
+		code       string // empty: valid
+		param      string
+		check      func(t *testing.T, r Request)
+	}{
+		{name: "one user message is the prompt", body: `{"model":"svc-unify","messages":[{"role":"user","content":"hi"}],"unknown":1}`,
+			check: func(t *testing.T, r Request) {
+				if r.Mode != "unify" || r.Prompt != "hi" {
+					t.Errorf("got mode %q prompt %q", r.Mode, r.Prompt)
+				}
+			}},
+		{name: "conversation", body: `{"model":"svc-justify","stream":true,"stream_options":{"include_usage":true},"max_tokens":5,
+			"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Weather?"}]},
+			{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},
+			{"role":"tool","tool_call_id":"call_1","content":"12 C"}],
+			"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}],"tool_choice":"auto",
+			"crosscheck":{"models":{"provider_a":"sim-alpha-standard"}}}`,
+			check: func(t *testing.T, r Request) {
+				for _, want := range []string{"Instructions:\nBe brief.", "User: Weather?", "get_weather", "call_1", "Continue from this tool result (call id call_1):\n12 C"} {
+					if !strings.Contains(r.Prompt, want) {
+						t.Errorf("prompt lacks %q:\n%s", want, r.Prompt)
+					}
+				}
+				if !r.Stream || !r.IncludeUsage || r.MaxTokens != 5 || len(r.Tools) != 1 || r.ToolChoice != "auto" || r.Mode != "justify" {
+					t.Errorf("got %+v", r)
+				}
+				var q map[string]any
+				if err := json.Unmarshal(r.QueryBody(nil), &q); err != nil || q["models"] == nil || q["mode"] != "justify" {
+					t.Errorf("query body %v %v", q, err)
+				}
+			}},
+		{name: "files", body: `{"model":"svc-verify","messages":[{"role":"user","content":[{"type":"text","text":"see"},{"type":"file","file":{"file_id":"file_1"}},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + png + `"}}]}]}`,
+			check: func(t *testing.T, r Request) {
+				if len(r.Files) != 1 || r.Files[0] != "file_1" || len(r.Inline) != 1 || r.Inline[0].Name != "image-1.png" {
+					t.Errorf("files %v inline %+v", r.Files, r.Inline)
+				}
+			}},
+		{name: "unknown model", body: `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`, code: apperr.ModelNotFound, param: "model"},
+		{name: "no model", body: `{"messages":[{"role":"user","content":"hi"}]}`, code: apperr.InvalidRequest, param: "model"},
+		{name: "not an object", body: `[1]`, code: apperr.InvalidRequest},
+		{name: "two objects", body: `{"model":"svc-unify"} {}`, code: apperr.InvalidRequest},
+		{name: "no messages", body: `{"model":"svc-unify","messages":[]}`, code: apperr.InvalidRequest, param: "messages"},
+		{name: "last from assistant", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}`, code: apperr.InvalidPrompt, param: "messages"},
+		{name: "bad role", body: `{"model":"svc-unify","messages":[{"role":"robot","content":"a"}]}`, code: apperr.InvalidRequest, param: "messages[0].role"},
+		{name: "web image", body: `{"model":"svc-unify","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]}`, code: apperr.InvalidRequest, param: "messages[0].content[0].image_url.url"},
+		{name: "tool without id", body: `{"model":"svc-unify","messages":[{"role":"tool","content":"a"}]}`, code: apperr.InvalidRequest, param: "messages[0].tool_call_id"},
+		{name: "bad tool", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"a b"}}]}`, code: apperr.InvalidRequest, param: "tools[0].function.name"},
+		{name: "choice of no tool", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"}],"tool_choice":{"type":"function","function":{"name":"x"}}}`, code: apperr.InvalidRequest, param: "tool_choice"},
+		{name: "temperature", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"}],"temperature":3}`, code: apperr.InvalidRequest, param: "temperature"},
+		{name: "prompt too long", body: `{"model":"svc-unify","messages":[{"role":"user","content":"` + strings.Repeat("a", MaxPromptBytes+1) + `"}]}`, code: apperr.InvalidPrompt, param: "messages"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := Decode([]byte(c.body))
+			if c.code == "" {
+				if err != nil {
+					t.Fatalf("Decode: %v", err)
+				}
+				c.check(t, r)
+				return
+			}
+			var e *apperr.Error
+			if !errors.As(err, &e) || e.Code != c.code || e.Param != c.param {
+				t.Fatalf("got %v (param %q), want %s with param %q", err, paramOf(err), c.code, c.param)
+			}
+		})
+	}
+}
+
+func paramOf(err error) string {
+	var e *apperr.Error
+	if errors.As(err, &e) {
+		return e.Param
+	}
+	return ""
+}
+
+func TestPiecesJoinToTheText(t *testing.T) {
+	for _, s := range []string{"", "short", strings.Repeat("word ", 40), strings.Repeat("é", 100), strings.Repeat("x", 200)} {
+		ps := Pieces(s, 16)
+		if strings.Join(ps, "") != s {
+			t.Errorf("pieces of %q do not join to it", s)
+		}
+		for _, p := range ps {
+			if !utf8.ValidString(p) {
+				t.Errorf("piece %q is not valid UTF-8", p)
+			}
+		}
+	}
+}
+
+// FuzzDecode: any body decodes to a valid request or to an application
+// error with a code, and never panics; a valid request's prompt is within
+// its bound and its query body is JSON.
+func FuzzDecode(f *testing.F) {
+	for _, seed := range []string{
+		`{"model":"svc-unify","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"svc-justify","stream":true,"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"q"},{"type":"file","file":{"file_id":"file_1"}}]}]}`,
+		`{"model":"svc-verify","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]}]}`,
+		`{"model":"svc-unify","messages":[{"role":"user","content":"a"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"r"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}`,
+		`{"model":"x"}`, `[]`, `null`, `{"model":"svc-unify","messages":[{"role":"user","content":{"a":1}}]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := Decode(body)
+		if err != nil {
+			var e *apperr.Error
+			if !errors.As(err, &e) || e.Code == "" || e.Code == apperr.Internal {
+				t.Fatalf("error without an application code: %v", err)
+			}
+			return
+		}
+		if _, ok := ModeOf(r.Model); !ok || len(r.Prompt) > MaxPromptBytes || strings.TrimSpace(r.Prompt) == "" {
+			t.Fatalf("accepted %q: model %q, prompt of %d bytes", body, r.Model, len(r.Prompt))
+		}
+		if !json.Valid(r.QueryBody(r.Files)) {
+			t.Fatalf("query body is not JSON")
+		}
+	})
+}

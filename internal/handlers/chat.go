@@ -1,0 +1,331 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/chat"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/projections"
+	"github.com/crosscheck/crosscheck/internal/queries"
+)
+
+// chatWait bounds how long a chat completion that does not stream waits for
+// its query; the query goes on after it, at /v1/queries/{id}.
+const chatWait = 10 * time.Minute
+
+// requestIDHeader gives every response an x-request-id: a new request id,
+// which a chat completion replaces with its query's.
+func requestIDHeader(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", queries.NewRequestID())
+		next.ServeHTTP(w, r)
+	})
+}
+
+// chatAuth authenticates as authenticate does, answering a refusal in the
+// chat completions' error shape.
+func (s *Server) chatAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+		if err != nil {
+			closeUnread(w, r)
+			s.chatError(w, r, err, "")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(contextWithCaller(r, c)))
+	})
+}
+
+// chatCompletions serves POST /v1/chat/completions: the request becomes a
+// query, submitted as POST /v1/queries submits one (same credits, in-flight
+// limit, Idempotency-Key and events), and the answer is followed from the
+// query's events: as one chat.completion, or streamed as chunks. Each
+// completion holds one of the event streams' slots while it follows.
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	if s.stopping() {
+		s.chatError(w, r, errStopping, "")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, chat.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			s.chatError(w, r, apperr.New(apperr.InvalidRequest, "the request body exceeds %d bytes; upload large files with POST /v1/files and send their file_id", chat.MaxBodyBytes), "")
+			return
+		}
+		s.chatError(w, r, apperr.New(apperr.InvalidRequest, "could not read the whole request body (it ended early or did not arrive within the read timeout)"), "")
+		return
+	}
+	// The body is read: the connection's read deadline would end the
+	// request's context while it waits for its query.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	if err := checkUTF8(body); err != nil {
+		s.chatError(w, r, err, "")
+		return
+	}
+	req, err := chat.Decode(body)
+	if err != nil {
+		s.chatError(w, r, err, "")
+		return
+	}
+	key, hasKey := "", false
+	if vals, ok := r.Header["Idempotency-Key"]; ok {
+		key, hasKey = vals[0], true
+	}
+	c := caller(r)
+	if e := s.streams.acquire(c.Fingerprint, s.MaxStreams, s.MaxStreamsPerKey); e != nil {
+		s.chatError(w, r, e, "")
+		return
+	}
+	defer s.streams.release(c.Fingerprint)
+	files := append([]string(nil), req.Files...)
+	for _, f := range req.Inline {
+		if s.Files == nil {
+			s.chatError(w, r, apperr.New(apperr.InvalidFiles, "this server takes no files"), "")
+			return
+		}
+		m, err := s.Files.Upload(r.Context(), c, f.Name, "query", bytes.NewReader(f.Data))
+		if err != nil {
+			s.chatError(w, r, err, "")
+			return
+		}
+		files = append(files, m.ID)
+	}
+	sub, err := s.Queries.Submit(r.Context(), c, req.QueryBody(files), key, hasKey)
+	if err != nil {
+		s.chatError(w, r, err, "")
+		return
+	}
+	w.Header().Set("X-Request-Id", sub.RequestID)
+	s.followChat(w, r, req, sub.RequestID)
+}
+
+// chatAnswer is a query's outcome as the chat door reports it.
+type chatAnswer struct {
+	doc   *projections.QueryDoc
+	usage chat.Usage
+	query json.RawMessage
+}
+
+func (a *chatAnswer) text() string {
+	if a.doc.Result.Answer == nil {
+		return ""
+	}
+	return a.doc.Result.Answer.Text
+}
+
+// followChat follows query id from its first event to its end and answers
+// it: as a chat.completion, or, for a streaming request, as the chunks of
+// the answer after keep-alive comments that carry the stage.
+func (s *Server) followChat(w http.ResponseWriter, r *http.Request, req chat.Request, id string) {
+	flusher, _ := w.(http.Flusher)
+	started := false
+	comment := func(text string) {
+		if !req.Stream {
+			return
+		}
+		if !started {
+			started = true
+			h := w.Header()
+			h.Set("Content-Type", "text/event-stream")
+			h.Set("Cache-Control", "no-cache")
+			h.Set("X-Accel-Buffering", "no")
+			w.WriteHeader(http.StatusOK)
+		}
+		fmt.Fprintf(w, ": %s\n\n", text)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	fail := func(err error) {
+		if !started {
+			s.chatError(w, r, err, id)
+			return
+		}
+		// After the first byte: one data event with the error, then the end.
+		e := apperr.From(err)
+		s.logAnswered(r, err, e, id)
+		data, _ := json.Marshal(chat.NewError(Envelope(e, id, s.DocsURL).Error, Status(e.Code), e.Param))
+		fmt.Fprintf(w, "data: %s\n\n", data)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	if req.Stream {
+		comment("stage " + events.StageQueued)
+	} else {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(chatWait + 30*time.Second))
+	}
+	ctx := r.Context()
+	recs, errc := s.Events.FollowQuery(ctx, id)
+	beat := time.NewTicker(s.heartbeat())
+	defer beat.Stop()
+	wait := time.NewTimer(chatWait)
+	defer wait.Stop()
+	a := &chatAnswer{doc: &projections.QueryDoc{}}
+	stage := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wait.C:
+			if !req.Stream {
+				fail(&apperr.Error{Code: apperr.ServiceRestarting, RequestID: id,
+					Message: fmt.Sprintf("the query is still running after %s; it goes on: poll GET /v1/queries/%s", chatWait, id)})
+				return
+			}
+		case <-beat.C:
+			comment(fmt.Sprintf("stage %s %d%%", a.doc.Result.Stage, a.doc.Result.ProgressPercent))
+		case err := <-errc:
+			fail(followFailure(err))
+			return
+		case rec, ok := <-recs:
+			if !ok {
+				var err error
+				select {
+				case err = <-errc:
+				default:
+				}
+				fail(followFailure(err))
+				return
+			}
+			a.doc.Apply(rec)
+			if _, u, _, charged := events.Charged(rec.Event); charged {
+				a.usage.Add(u.InputTokens, u.OutputTokens)
+			}
+			res := &a.doc.Result
+			if res.Stage != stage {
+				stage = res.Stage
+				comment(fmt.Sprintf("stage %s %d%%", res.Stage, res.ProgressPercent))
+			}
+			if !res.Terminal() {
+				continue
+			}
+			if res.Status == events.StatusFailed {
+				code, msg := apperr.Internal, "the query failed"
+				if res.Error != nil {
+					code, msg = res.Error.Code, res.Error.Message
+				}
+				fail(&apperr.Error{Code: code, Message: msg, RequestID: id})
+				return
+			}
+			a.query, _ = json.Marshal(res)
+			s.answerChat(w, req, id, a, started)
+			return
+		}
+	}
+}
+
+// followFailure is the error of a follow that ended before the query did:
+// the query goes on.
+func followFailure(err error) error {
+	if err == nil || apperr.Code(err) == apperr.Internal || apperr.Code(err) == apperr.ServiceRestarting {
+		return &apperr.Error{Code: apperr.ServiceRestarting, RetryAfter: 1,
+			Message: "following this query's events failed; the query goes on: poll GET /v1/queries/{id} (the id is this response's x-request-id)"}
+	}
+	return err
+}
+
+// answerChat writes the answer of a completed query.
+func (s *Server) answerChat(w http.ResponseWriter, req chat.Request, id string, a *chatAnswer, started bool) {
+	created := a.doc.Result.CreatedAt.Unix()
+	calls := toolCallsOf(a.doc)
+	if !req.Stream {
+		writeJSON(w, http.StatusOK, chat.NewCompletion(id, req.Model, created, a.text(), calls, a.usage, a.query))
+		return
+	}
+	for _, c := range chat.Chunks(id, req.Model, created, a.text(), calls, a.usage, a.query, req.IncludeUsage) {
+		data, _ := json.Marshal(c)
+		fmt.Fprintf(w, "data: %s\n\n", data)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// toolCallsOf returns the tool calls of a query's answer in OpenAI's shape.
+func toolCallsOf(doc *projections.QueryDoc) []chat.ToolCall {
+	var out []chat.ToolCall
+	for _, c := range doc.Result.ToolCalls {
+		out = append(out, chat.ToolCall{ID: c.ID, Type: "function", Function: chat.FunctionCall{Name: c.Name, Arguments: c.Arguments}})
+	}
+	return out
+}
+
+// chatError writes err in the shape OpenAI's clients parse. An answer
+// with a retry advice carries Retry-After and retry-after-ms. A 409, an
+// error that is not retriable, and the failure of the completion's query
+// carry x-should-retry: false: OpenAI's clients retry 409 and 5xx on their
+// own, and a retry of a failed query is a new query, charged again for the
+// calls it makes, which is the caller's decision.
+func (s *Server) chatError(w http.ResponseWriter, r *http.Request, err error, requestID string) {
+	e := apperr.From(err)
+	s.logAnswered(r, err, e, requestID)
+	status := Status(e.Code)
+	h := w.Header()
+	if ra := e.RetryAfterSeconds(); ra > 0 {
+		h.Set("Retry-After", strconv.Itoa(ra))
+		h.Set("Retry-After-Ms", strconv.Itoa(ra*1000))
+	}
+	if status == http.StatusConflict || !e.Retriable() || queryFailed(e, requestID) {
+		h.Set("X-Should-Retry", "false")
+	}
+	writeJSON(w, status, chat.NewError(Envelope(e, requestID, s.DocsURL).Error, status, e.Param))
+}
+
+// queryFailed reports whether e is the failure of query requestID itself
+// (provider_error, aggregation_failed), not a refusal to run it.
+func queryFailed(e *apperr.Error, requestID string) bool {
+	return requestID != "" && (e.Code == apperr.ProviderError || e.Code == apperr.AggregationFailed)
+}
+
+// ModelObject is one entry of the data of GET /v1/models, in OpenAI's shape.
+type ModelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// chatModelsCreated is the created time of the chat door's models.
+var chatModelsCreated = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+
+func chatModels() []ModelObject {
+	out := make([]ModelObject, 0, len(chat.Models))
+	for _, id := range chat.Models {
+		out = append(out, ModelObject{ID: id, Object: "model", Created: chatModelsCreated, OwnedBy: "crosscheck"})
+	}
+	return out
+}
+
+// model serves GET /v1/models/{id}: one of the chat door's models, or
+// 404 model_not_found.
+func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	for _, m := range chatModels() {
+		if m.ID == id {
+			writeJSON(w, http.StatusOK, m)
+			return
+		}
+	}
+	s.chatError(w, r, &apperr.Error{Code: apperr.ModelNotFound, Param: "model",
+		Message: fmt.Sprintf("The model `%s` does not exist: GET /v1/models lists svc-unify, svc-justify and svc-verify", truncateID(id))}, "")
+}
+
+func truncateID(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return string(bytes.ToValidUTF8([]byte(s), []byte("?")))
+}
