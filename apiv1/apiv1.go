@@ -314,10 +314,22 @@ type EstimateCall struct {
 }
 
 // Catalog is the body of GET /v1/models: the models a query may select,
-// grouped by provider, and the group of the account's custom models.
+// grouped by provider, and the group of the account's custom models. Data
+// is the same endpoint in OpenAI's shape: the chat door's models
+// (svc-unify, svc-justify, svc-verify).
 type Catalog struct {
-	Object string       `json:"object"`
-	Groups []ModelGroup `json:"groups"`
+	Object string        `json:"object"`
+	Data   []ModelObject `json:"data"`
+	Groups []ModelGroup  `json:"groups"`
+}
+
+// ModelObject is one entry of Catalog.Data, and the body of
+// GET /v1/models/{id}, in OpenAI's shape.
+type ModelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
 }
 
 // ModelGroup is one group of the catalog. Simulated is true when its

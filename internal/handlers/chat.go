@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/crosscheck/crosscheck/apiv1"
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/chat"
 	"github.com/crosscheck/crosscheck/internal/events"
@@ -291,12 +292,7 @@ func queryFailed(e *apperr.Error, requestID string) bool {
 }
 
 // ModelObject is one entry of the data of GET /v1/models, in OpenAI's shape.
-type ModelObject struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	OwnedBy string `json:"owned_by"`
-}
+type ModelObject = apiv1.ModelObject
 
 // chatModelsCreated is the created time of the chat door's models.
 var chatModelsCreated = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
