@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -57,12 +58,14 @@ func observed(next http.Handler) http.Handler {
 		httpInFlight.Inc()
 		defer httpInFlight.Dec()
 		start := time.Now()
+		var routes chi.Routes
+		rc := chi.RouteContext(r.Context())
+		if rc != nil {
+			routes = rc.Routes
+		}
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		next.ServeHTTP(ww, r)
-		route := routeUnmatched
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" && rc.RoutePattern() != "/*" {
-			route = rc.RoutePattern()
-		}
+		route := routePattern(rc, routes, r)
 		method := r.Method
 		if !knownMethods[method] {
 			method = "OTHER"
@@ -80,6 +83,23 @@ func observed(next http.Handler) http.Handler {
 	return otelhttp.NewHandler(counted, "http", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 		return r.Method
 	}))
+}
+
+// routePattern returns the pattern of the route r matched, or
+// routeUnmatched. A request a middleware answered before the routing ended
+// (a refused token) has the pattern of the route it would have reached.
+func routePattern(rc *chi.Context, routes chi.Routes, r *http.Request) string {
+	if rc == nil {
+		return routeUnmatched
+	}
+	p := rc.RoutePattern()
+	if strings.HasSuffix(p, "/*") && routes != nil {
+		p = routes.Find(chi.NewRouteContext(), r.Method, r.URL.Path)
+	}
+	if p == "" || strings.HasSuffix(p, "/*") {
+		return routeUnmatched
+	}
+	return p
 }
 
 // streamOpened counts an open event stream until the returned function is
