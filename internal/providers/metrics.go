@@ -72,64 +72,71 @@ var _ Provider = (*Metered)(nil)
 
 const tracerName = "github.com/crosscheck/crosscheck/internal/providers"
 
-// Complete runs req on the provider, within a span of its own.
+// Complete runs req on the provider, within a span of its own. The span's
+// attributes are built only when the span is recorded.
 func (m *Metered) Complete(ctx context.Context, req Request) (Response, error) {
 	model := ModelLabel(m.Name, req.Model)
-	ctx, span := otel.Tracer(tracerName).Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(
+	ctx, span := otel.Tracer(tracerName).Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	recording := span.IsRecording()
+	if recording {
+		span.SetAttributes(
 			attribute.String("gen_ai.operation.name", "chat"),
 			attribute.String("gen_ai.system", m.Name),
 			attribute.String("gen_ai.request.model", model),
 			attribute.String("crosscheck.purpose", req.Purpose),
-		))
-	defer span.End()
-	if m.CaptureContent && span.IsRecording() {
-		span.SetAttributes(attribute.String("gen_ai.prompt", promptText(req)))
+		)
+		if m.CaptureContent {
+			span.SetAttributes(attribute.String("gen_ai.prompt", promptText(req)))
+		}
 	}
-	labels := prometheus.Labels{"provider": m.Name, "model": model, "purpose": req.Purpose}
 	ctx = WithAttemptObserver(ctx, chainObserver(ctx, func(attempt int, failure *Error, wait time.Duration) {
-		modelCalls.With(withOutcome(labels, OutcomeRetried)).Inc()
-		span.AddEvent("retry", trace.WithAttributes(attribute.Int("attempt", attempt), attribute.String("error.type", failure.Class),
-			attribute.Int64("retry_in_ms", wait.Milliseconds())))
+		modelCalls.WithLabelValues(m.Name, model, req.Purpose, OutcomeRetried).Inc()
+		if recording {
+			span.AddEvent("retry", trace.WithAttributes(attribute.Int("attempt", attempt), attribute.String("error.type", failure.Class),
+				attribute.Int64("retry_in_ms", wait.Milliseconds())))
+		}
 	}))
 	start := time.Now()
 	resp, err := m.Provider.Complete(ctx, req)
-	modelCallDuration.With(labels).Observe(time.Since(start).Seconds())
+	modelCallDuration.WithLabelValues(m.Name, model, req.Purpose).Observe(time.Since(start).Seconds())
 	outcome := OutcomeOK
 	if err != nil {
 		class := Classify(err).Class
-		if ctx.Err() != nil && !strings.Contains(class, "timeout") {
+		if ctx.Err() != nil && class != ClassTimeout {
 			class = "cancelled"
 		}
 		outcome = "failed_" + class
 		span.SetStatus(codes.Error, class)
-		span.SetAttributes(attribute.String("error.type", class))
+		if recording {
+			span.SetAttributes(attribute.String("error.type", class))
+		}
 	} else {
 		modelTokens.WithLabelValues(m.Name, model, "input").Add(float64(resp.Usage.InputTokens))
 		modelTokens.WithLabelValues(m.Name, model, "output").Add(float64(resp.Usage.OutputTokens))
-		span.SetAttributes(
-			attribute.String("gen_ai.response.model", model),
-			attribute.Int("gen_ai.usage.input_tokens", resp.Usage.InputTokens),
-			attribute.Int("gen_ai.usage.output_tokens", resp.Usage.OutputTokens),
-		)
-		if m.CaptureContent && span.IsRecording() {
-			answer := resp.Text
-			if answer == "" {
-				answer = string(resp.JSON)
+		if recording {
+			span.SetAttributes(
+				attribute.String("gen_ai.response.model", model),
+				attribute.Int("gen_ai.usage.input_tokens", resp.Usage.InputTokens),
+				attribute.Int("gen_ai.usage.output_tokens", resp.Usage.OutputTokens),
+			)
+			if m.CaptureContent {
+				answer := resp.Text
+				if answer == "" {
+					answer = string(resp.JSON)
+				}
+				span.SetAttributes(attribute.String("gen_ai.completion", answer))
 			}
-			span.SetAttributes(attribute.String("gen_ai.completion", answer))
 		}
 	}
-	span.SetAttributes(attribute.String("crosscheck.outcome", outcome))
-	modelCalls.With(withOutcome(labels, outcome)).Inc()
+	if recording {
+		span.SetAttributes(attribute.String("crosscheck.outcome", outcome))
+	}
+	modelCalls.WithLabelValues(m.Name, model, req.Purpose, outcome).Inc()
 	if m.Name == CustomProvider {
 		customerBilled.WithLabelValues(outcome).Inc()
 	}
 	return resp, err
-}
-
-func withOutcome(l prometheus.Labels, outcome string) prometheus.Labels {
-	return prometheus.Labels{"provider": l["provider"], "model": l["model"], "purpose": l["purpose"], "outcome": outcome}
 }
 
 // chainObserver returns observe followed by the observer ctx carried

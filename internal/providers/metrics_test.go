@@ -120,3 +120,23 @@ func TestMeteredCustomModelsAndContentCapture(t *testing.T) {
 		t.Errorf("content capture: prompt %v, completion %v; want both in the span", prompt, completion)
 	}
 }
+
+// BenchmarkMetered measures what counting and tracing add to a model call
+// with no tracer provider installed (no OTEL_* setting): compare with
+// BenchmarkUnmetered.
+func BenchmarkMetered(b *testing.B) {
+	p := ProviderFunc(func(context.Context, Request) (Response, error) { return Response{Text: "a"}, nil })
+	m := &Metered{Name: "prov_b", Provider: p}
+	req := Request{Model: "model-b", Purpose: events.StepAnswer}
+	for b.Loop() {
+		_, _ = m.Complete(b.Context(), req)
+	}
+}
+
+func BenchmarkUnmetered(b *testing.B) {
+	p := ProviderFunc(func(context.Context, Request) (Response, error) { return Response{Text: "a"}, nil })
+	req := Request{Model: "model-b", Purpose: events.StepAnswer}
+	for b.Loop() {
+		_, _ = p.Complete(b.Context(), req)
+	}
+}
