@@ -28,6 +28,7 @@ fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test ./internal/handlers -run '^$$' -fuzz FuzzCheckUTF8 -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/handlers -run '^$$' -fuzz FuzzUpload -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/modes -run '^$$' -fuzz FuzzCited -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/eventstore -run '^$$' -fuzz FuzzTraceHeaders -fuzztime $(FUZZTIME)
 	for f in FuzzParseSearXNG FuzzParseBrave FuzzParseTavily FuzzPassages; do \
 		$(GO) test ./internal/search -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 	for f in FuzzFrontMatter FuzzExtractHTML FuzzExtractMarkdown FuzzExtractPDF FuzzExtractDOCX FuzzExtractDOC; do \

@@ -35,6 +35,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/providers/registry"
 	"github.com/crosscheck/crosscheck/internal/queries"
 	"github.com/crosscheck/crosscheck/internal/search"
+	"github.com/crosscheck/crosscheck/internal/telemetry"
 	"github.com/crosscheck/crosscheck/internal/worker"
 )
 
@@ -108,6 +109,8 @@ type Main struct {
 	projections projectionHealth
 	wg          sync.WaitGroup
 	closeOnce   sync.Once
+	// traces flushes and stops the trace exporter; nil before Open.
+	traces func(context.Context) error
 }
 
 // FileStore is what queries need of the uploaded files.
@@ -163,6 +166,9 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	if err := m.loadAdminToken(); err != nil {
 		return err
+	}
+	if m.traces, err = telemetry.Setup(ctx); err != nil {
+		return fmt.Errorf("OTEL_* settings: %w", err)
 	}
 	built, err := registry.Build(ctx, cfg, m.Log)
 	if err != nil {
@@ -263,6 +269,11 @@ func (m *Main) bind() error {
 		return fmt.Errorf("public API on %s: %w", m.Config.HTTPAddr, err)
 	}
 	if !m.runsAPI() {
+		// A worker serves only /metrics there, and runs without it when
+		// the address is taken.
+		if m.adminLn, err = net.Listen("tcp", m.Config.AdminAddr); err != nil {
+			m.Log.Warn().Err(err).Str("admin", m.Config.AdminAddr).Msg("worker: /metrics is not served: the admin address is taken")
+		}
 		return nil
 	}
 	if m.adminLn, err = net.Listen("tcp", m.Config.AdminAddr); err != nil {
@@ -283,7 +294,15 @@ func (m *Main) listen(ctx context.Context) error {
 				m.Log.Error().Err(err).Msg("http server stopped")
 			}
 		})
-		m.Log.Info().Str("health", m.URL()).Str("role", m.role()).Msg("crosscheck worker is running")
+		if m.adminLn != nil {
+			m.admin, m.adminLn = handlers.NewServer(m.adminLn, handlers.MetricsHandler(), m.Config.HTTP, m.Config.DocsURL, ctx)
+			m.wg.Go(func() {
+				if err := m.admin.Serve(m.adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					m.Log.Error().Err(err).Msg("metrics server stopped")
+				}
+			})
+		}
+		m.Log.Info().Str("health", m.URL()).Str("metrics", m.AdminURL()).Str("role", m.role()).Msg("crosscheck worker is running")
 		return nil
 	}
 	docs := m.Config.DocsURL
@@ -327,7 +346,8 @@ func (m *Main) ready(ctx context.Context) error {
 // URL is the public API's base URL.
 func (m *Main) URL() string { return "http://" + m.publicLn.Addr().String() }
 
-// AdminURL is the admin API's base URL; empty in a worker.
+// AdminURL is the admin API's base URL (a worker's: of its /metrics);
+// empty when the process does not serve it.
 func (m *Main) AdminURL() string {
 	if m.adminLn == nil {
 		return ""
@@ -388,6 +408,9 @@ func (m *Main) Close() error {
 		}
 		if m.nats != nil {
 			m.nats.Stop()
+		}
+		if m.traces != nil {
+			_ = m.traces(ctx)
 		}
 	})
 	return nil

@@ -243,7 +243,9 @@ func TestProcessesWaitForAStartingCluster(t *testing.T) {
 	cl := newCluster(t)
 	cl.start(0)
 	cfg := config.Defaults()
-	cfg.NATSURL, cfg.Replicas, cfg.HTTPAddr = cl.url(), 3, "127.0.0.1:0"
+	// A worker serves /metrics on its admin address: a free port, as for
+	// its HTTP address.
+	cfg.NATSURL, cfg.Replicas, cfg.HTTPAddr, cfg.AdminAddr = cl.url(), 3, "127.0.0.1:0", "127.0.0.1:0"
 	w := &Main{Config: cfg, Role: RoleWorker, Log: zerolog.Nop()}
 	t.Cleanup(func() { w.Close() })
 	opened := make(chan error, 1)

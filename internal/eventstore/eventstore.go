@@ -262,13 +262,16 @@ type Appended struct {
 
 // Append publishes env. With expect, a concurrent append to the same
 // aggregate yields ErrConflict; a failure to reach JetStream or to have it
-// take the event wraps ErrUnavailable.
-func (s *Store) Append(ctx context.Context, env events.Envelope, expect *Expect) (Appended, error) {
+// take the event wraps ErrUnavailable. The trace context of ctx, if any,
+// goes with the event in the message's headers (traceparent).
+func (s *Store) Append(ctx context.Context, env events.Envelope, expect *Expect) (_ Appended, err error) {
 	data, err := json.Marshal(env)
 	if err != nil {
 		return Appended{}, err
 	}
+	defer func(start time.Time) { observeAppend(env.Subject, start, err) }(time.Now())
 	msg := &nats.Msg{Subject: env.Subject, Data: data, Header: nats.Header{}}
+	injectTrace(ctx, msg.Header)
 	opts := []jetstream.PublishOpt{jetstream.WithMsgID(env.ID)}
 	if expect != nil {
 		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(expect.Seq, expect.Filter))

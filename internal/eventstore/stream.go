@@ -46,6 +46,10 @@ type Message struct {
 	Seq     uint64
 	Subject string
 	Data    []byte
+	// Pending is, for a message an ordered consumer delivered, how many
+	// messages matching its filters the stream held after this one when it
+	// was delivered; 0 otherwise.
+	Pending uint64
 }
 
 // Record decodes the message's event.
@@ -108,7 +112,7 @@ func (st *Stream) Ordered(ctx context.Context, filters []string, after uint64, b
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		m := Message{Subject: msg.Subject(), Data: msg.Data()}
 		if meta, err := msg.Metadata(); err == nil {
-			m.Seq = meta.Sequence.Stream
+			m.Seq, m.Pending = meta.Sequence.Stream, meta.NumPending
 		}
 		handle(m)
 	}, jetstream.PullMaxMessages(batch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {

@@ -51,11 +51,13 @@ type Admin struct {
 func (a *Admin) Handler() http.Handler {
 	s := &Server{DocsURL: a.DocsURL}
 	r := chi.NewRouter()
+	r.Use(observed)
 	r.Use(accessLog(a.Log.With().Str("api", "admin").Logger()))
 	r.Use(recoverer)
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	r.Get("/metrics", s.scrape)
 	r.Route("/admin/v1", func(r chi.Router) {
 		r.Use(func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -75,6 +75,7 @@ func (s *Server) Handler() http.Handler {
 	s.streams.what, s.streams.hint = "open event streams", "close one, or poll GET /v1/queries/{id}"
 	s.uploads.what, s.uploads.hint = "uploads in progress", "wait for one to finish"
 	r := chi.NewRouter()
+	r.Use(observed)
 	r.Use(accessLog(s.Log))
 	r.Use(recoverer)
 	r.Use(requestIDHeader)

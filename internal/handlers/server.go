@@ -253,6 +253,7 @@ func (s *Server) boundStreams(next http.Handler) http.Handler {
 			return
 		}
 		defer s.streams.release(key)
+		defer streamOpened()()
 		next.ServeHTTP(w, r)
 	})
 }

@@ -48,6 +48,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
+	s.linkQueryTrace(r, id)
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		s.writeError(w, r, apperr.New(apperr.Internal, "streaming unsupported"), "")

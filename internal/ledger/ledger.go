@@ -43,6 +43,7 @@ func (s *Service) Reserve(ctx context.Context, accountID, requestID string, amou
 		}
 		return []events.Event{ev}, nil
 	})...)
+	countReserve(amount, err)
 	return err
 }
 
@@ -159,6 +160,7 @@ func (s *Service) Settle(ctx context.Context, accountID, requestID string, calls
 	if err != nil {
 		return 0, err
 	}
+	countSettled(settled)
 	if settled != nil {
 		return settled.ChargedMicros, nil
 	}

@@ -58,6 +58,7 @@ func (m *Models) meter(ref events.ModelRef, resp providers.Response) meter {
 	if m.Price != nil {
 		cost = m.Price(ref, resp.Usage)
 	}
+	countCredits(ref, cost)
 	return meter{Usage: resp.Usage, LatencyMS: resp.Latency.Milliseconds(), CostMicros: cost}
 }
 

@@ -50,6 +50,7 @@ func (l *Lease) Run(ctx context.Context, fn func(ctx context.Context) error) {
 func (l *Lease) hold(ctx context.Context, rev uint64, fn func(ctx context.Context) error) {
 	held, stop := context.WithCancel(ctx)
 	defer stop()
+	defer holding(l.Name)()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -127,12 +127,13 @@ func (r *Runner) Run(ctx context.Context) error {
 	for {
 		recs = recs[:0]
 		var stuck *delivered
+		var pending uint64
 		take := func(d delivered) bool {
 			if !d.ok {
 				stuck = &d
 				return false
 			}
-			recs = append(recs, d.rec)
+			recs, pending = append(recs, d.rec), d.msg.Pending
 			return true
 		}
 		// An applied batch whose checkpoint is not written yet is
@@ -167,6 +168,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				err := r.HandleBatch(ctx, recs)
 				if err == nil {
 					applied = recs[len(recs)-1].Seq
+					setLag(r.Name, pending)
 					if time.Since(savedAt) >= checkpointEvery {
 						save(ctx)
 					}

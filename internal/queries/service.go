@@ -80,6 +80,7 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	}
 	req, err := Decode(body, s.Catalog, s.Modes)
 	if err != nil {
+		countRefused(err)
 		return Submission{}, err
 	}
 	requestID := NewRequestID()
@@ -117,6 +118,7 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 		}
 	}
 	refused := func(err error) (Submission, error) {
+		countRefused(err)
 		if unbind != nil && refusal(err) {
 			unbind()
 		}
@@ -159,6 +161,7 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 		// when the account would be refused).
 		return Submission{}, err
 	}
+	countSubmitted(req.Mode)
 	return Submission{RequestID: requestID, Status: events.StatusQueued}, nil
 }
 

@@ -236,24 +236,27 @@ func (w *Worker) handle(ctx context.Context, msg *eventstore.Job) {
 	id := events.AggregateID(msg.Message().Subject)
 	stop := keepAlive(msg, max(w.AckWait/3, 100*time.Millisecond))
 	defer stop()
+	ctx, a, end := startJob(ctx, msg, id)
 	// A cancel request ends runCtx (watchCancels); registered before the
 	// run loads the query, so no request falls between the two.
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
 	defer w.running.add(id, cancelRun)()
-	var a attempt
-	err := w.runSafely(runCtx, id, firstDelivery(msg), nil, &a)
+	err := w.runSafely(runCtx, id, firstDelivery(msg), nil, a)
 	if err != nil && ctx.Err() == nil && (errors.Is(err, errYield) || errors.Is(context.Cause(runCtx), errCancelRequested)) {
-		err = w.endIfCancelled(ctx, id, err, &a)
+		err = w.endIfCancelled(ctx, id, err, a)
 	}
+	defer end(err)
 	switch {
 	case err == nil:
 		msg.Ack()
 	case errors.Is(err, errYield):
+		handBacks.WithLabelValues("yield").Inc()
 		w.Log.Info().Str("request_id", id).Msg("worker: another worker is running this query; handing it back")
 		msg.NakWithDelay(w.AckWait)
 	case ctx.Err() != nil:
 		// Shutting down: hand the job back at once.
+		handBacks.WithLabelValues("shutdown").Inc()
 		msg.Nak()
 	default:
 		w.failed(ctx, msg, id, a.last(), err)
@@ -280,6 +283,7 @@ func (w *Worker) failed(ctx context.Context, msg *eventstore.Job, id string, kno
 		msg.NakWithDelay(w.backoff(delivered))
 		return
 	}
+	attemptsFailed.Inc()
 	n := q.FailedAttempts + 1
 	last := n >= w.maxFailures()
 	ev := events.AttemptFailed{Attempt: n, Message: truncate(err.Error(), 500)}
@@ -326,9 +330,13 @@ func truncate(s string, n int) string {
 	return strings.ToValidUTF8(s[:n-3], "") + "..."
 }
 
-// attempt is one run of a job, as far as its failure needs it: the emitter
-// run made, read on the same goroutine once run has returned or panicked.
-type attempt struct{ em *emitter }
+// attempt is one run of a job, as far as its failure and its metrics need
+// it: the emitter run made, read on the same goroutine once run has
+// returned or panicked, and when the query was accepted (zero: unknown).
+type attempt struct {
+	em        *emitter
+	submitted time.Time
+}
 
 // last returns the query's last event as the run knew it; 0 if the run never
 // loaded the query.
@@ -396,6 +404,7 @@ func (w *Worker) watchExhausted(ctx, jobCtx context.Context) (*eventstore.Consum
 			m.NakWithDelay(5 * time.Second)
 			return
 		}
+		exhaustedJobs.Inc()
 		m.Ack()
 	})
 }
@@ -457,7 +466,7 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 	if q.Submitted == nil || q.Terminal() {
 		return nil
 	}
-	em := &emitter{store: w.Store, id: id, last: q.LastSeq, now: w.Now}
+	em := &emitter{store: w.Store, id: id, last: q.LastSeq, now: w.Now, stage: &stage{mode: q.Submitted.Mode}}
 	a.em = em
 	terminal, err := w.decide(ctx, q, em, giveUp)
 	if err == nil {
@@ -468,6 +477,9 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 	}
 	if err == nil {
 		err = em.emit(ctx, terminal)
+	}
+	if err == nil {
+		a.ended(q, terminal, time.Now())
 	}
 	if errors.Is(err, eventstore.ErrConflict) {
 		return errYield
@@ -539,9 +551,10 @@ type emitter struct {
 	id    string
 	now   func() time.Time
 
-	mu   sync.Mutex
-	last uint64
-	recs []events.Record
+	mu    sync.Mutex
+	last  uint64
+	recs  []events.Record
+	stage *stage
 }
 
 // recorded returns the records this emitter appended.
@@ -559,6 +572,7 @@ func (e *emitter) append(ctx context.Context, env events.Envelope, ev events.Eve
 	if err == nil {
 		e.last = app.Seq
 		e.recs = append(e.recs, events.Record{Seq: app.Seq, Envelope: env, Event: ev, Raw: app.Data})
+		e.observeStage(ctx, ev)
 	}
 	return err
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/providers/openaicompat"
 	"github.com/crosscheck/crosscheck/internal/providers/simulated"
 	"github.com/crosscheck/crosscheck/internal/search"
+	"github.com/crosscheck/crosscheck/internal/telemetry"
 )
 
 // Backends are the configured model backends and what goes with them.
@@ -124,11 +125,13 @@ func Build(ctx context.Context, cfg config.Config, log zerolog.Logger) (Backends
 
 // Calls wraps each backend of set the way a mode calls it: validated
 // structured output (one repair), each attempt retried on retriable
-// failures after delays, each bounded by timeout.
+// failures after delays, each bounded by timeout; every call counted and
+// traced (providers.Metered), with its content in the span only when the
+// operator turned content capture on.
 func Calls(set providers.Set, delays []time.Duration, timeout time.Duration) providers.Set {
 	calls := providers.Set{}
 	for key, p := range set {
-		calls[key] = &providers.Structured{Provider: &providers.Retry{Provider: p, Delays: delays, Timeout: timeout}}
+		calls[key] = &providers.Metered{Name: key, CaptureContent: telemetry.CaptureContent(), Provider: &providers.Structured{Provider: &providers.Retry{Provider: p, Delays: delays, Timeout: timeout}}}
 	}
 	return calls
 }

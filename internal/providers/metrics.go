@@ -1,0 +1,166 @@
+package providers
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/crosscheck/crosscheck/internal/metrics"
+)
+
+// CustomProvider is the provider key of the customers' own models (BYOM).
+// Their model ids are the customers' own, so they are never a label value:
+// their calls are counted under the model "custom", as customer-billed.
+const CustomProvider = "custom"
+
+// Outcomes of a model call, the outcome label of crosscheck_model_calls_total:
+// ok, retried (an attempt that failed and is repeated, counted once per
+// retry), or failed_<class> for a call that failed for good (the classes of
+// Error, and failed_cancelled when the query's context ended).
+const (
+	OutcomeOK      = "ok"
+	OutcomeRetried = "retried"
+)
+
+var (
+	modelCalls = metrics.With().NewCounterVec(prometheus.CounterOpts{
+		Name: "crosscheck_model_calls_total",
+		Help: "Model calls by provider, model, purpose (the step) and outcome: ok, retried (once per retry), failed_<class>.",
+	}, []string{"provider", "model", "purpose", "outcome"})
+	modelCallDuration = metrics.With().NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "crosscheck_model_call_duration_seconds",
+		Help:    "Time of a model call, retries included, by provider, model and purpose.",
+		Buckets: metrics.Latency,
+	}, []string{"provider", "model", "purpose"})
+	modelTokens = metrics.With().NewCounterVec(prometheus.CounterOpts{
+		Name: "crosscheck_model_tokens_total",
+		Help: "Tokens the model calls reported, by provider, model and direction (input, output).",
+	}, []string{"provider", "model", "direction"})
+	customerBilled = metrics.With().NewCounterVec(prometheus.CounterOpts{
+		Name: "crosscheck_model_calls_customer_billed_total",
+		Help: "Model calls billed to the customer's own provider account (BYOM), by outcome; they cost no credits.",
+	}, []string{"outcome"})
+)
+
+// ModelLabel is the model label value of a call: the catalog model id,
+// or "custom" for a customer's own model, whose id is not bounded.
+func ModelLabel(provider, model string) string {
+	if provider == CustomProvider {
+		return CustomProvider
+	}
+	return model
+}
+
+// Metered counts and traces every call of Provider, served under the
+// provider key Name: the call's span (a child of the step's, with the GenAI
+// semantic-convention attributes), its outcome, latency and tokens. The
+// prompt and the answer go into the span only when CaptureContent is set.
+type Metered struct {
+	Provider Provider
+	Name     string
+	// CaptureContent puts the messages and the answer in the span.
+	CaptureContent bool
+}
+
+var _ Provider = (*Metered)(nil)
+
+const tracerName = "github.com/crosscheck/crosscheck/internal/providers"
+
+// Complete runs req on the provider, within a span of its own. The span's
+// attributes are built only when the span is recorded.
+func (m *Metered) Complete(ctx context.Context, req Request) (Response, error) {
+	model := ModelLabel(m.Name, req.Model)
+	ctx, span := otel.Tracer(tracerName).Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	recording := span.IsRecording()
+	if recording {
+		span.SetAttributes(
+			attribute.String("gen_ai.operation.name", "chat"),
+			attribute.String("gen_ai.system", m.Name),
+			attribute.String("gen_ai.request.model", model),
+			attribute.String("crosscheck.purpose", req.Purpose),
+		)
+		if m.CaptureContent {
+			span.SetAttributes(attribute.String("gen_ai.prompt", promptText(req)))
+		}
+	}
+	ctx = WithAttemptObserver(ctx, chainObserver(ctx, func(attempt int, failure *Error, wait time.Duration) {
+		modelCalls.WithLabelValues(m.Name, model, req.Purpose, OutcomeRetried).Inc()
+		if recording {
+			span.AddEvent("retry", trace.WithAttributes(attribute.Int("attempt", attempt), attribute.String("error.type", failure.Class),
+				attribute.Int64("retry_in_ms", wait.Milliseconds())))
+		}
+	}))
+	start := time.Now()
+	resp, err := m.Provider.Complete(ctx, req)
+	modelCallDuration.WithLabelValues(m.Name, model, req.Purpose).Observe(time.Since(start).Seconds())
+	outcome := OutcomeOK
+	if err != nil {
+		class := Classify(err).Class
+		if ctx.Err() != nil && class != ClassTimeout {
+			class = "cancelled"
+		}
+		outcome = "failed_" + class
+		span.SetStatus(codes.Error, class)
+		if recording {
+			span.SetAttributes(attribute.String("error.type", class))
+		}
+	} else {
+		modelTokens.WithLabelValues(m.Name, model, "input").Add(float64(resp.Usage.InputTokens))
+		modelTokens.WithLabelValues(m.Name, model, "output").Add(float64(resp.Usage.OutputTokens))
+		if recording {
+			span.SetAttributes(
+				attribute.String("gen_ai.response.model", model),
+				attribute.Int("gen_ai.usage.input_tokens", resp.Usage.InputTokens),
+				attribute.Int("gen_ai.usage.output_tokens", resp.Usage.OutputTokens),
+			)
+			if m.CaptureContent {
+				answer := resp.Text
+				if answer == "" {
+					answer = string(resp.JSON)
+				}
+				span.SetAttributes(attribute.String("gen_ai.completion", answer))
+			}
+		}
+	}
+	if recording {
+		span.SetAttributes(attribute.String("crosscheck.outcome", outcome))
+	}
+	modelCalls.WithLabelValues(m.Name, model, req.Purpose, outcome).Inc()
+	if m.Name == CustomProvider {
+		customerBilled.WithLabelValues(outcome).Inc()
+	}
+	return resp, err
+}
+
+// chainObserver returns observe followed by the observer ctx carried
+// already, if any.
+func chainObserver(ctx context.Context, observe AttemptObserver) AttemptObserver {
+	prev, ok := ctx.Value(observerKey{}).(AttemptObserver)
+	if !ok {
+		return observe
+	}
+	return func(attempt int, failure *Error, wait time.Duration) {
+		observe(attempt, failure, wait)
+		prev(attempt, failure, wait)
+	}
+}
+
+// promptText is the messages of req as one text, for a span that captures
+// content.
+func promptText(req Request) string {
+	var b strings.Builder
+	for _, msg := range req.Messages {
+		b.WriteString(msg.Role)
+		b.WriteString(": ")
+		b.WriteString(msg.Content)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
