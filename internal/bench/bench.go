@@ -404,7 +404,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 		count atomic.Int64
 		mu    sync.Mutex
 		owned []ownedQuery
-		fail  atomic.Value
+		fail  firstError
 	)
 	run := func(d time.Duration, counting bool) {
 		deadline := time.Now().Add(d)
@@ -424,7 +424,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 						return
 					}
 					if err != nil {
-						fail.Store(err)
+						fail.set(err)
 						return
 					}
 					if _, err := done.wait(ctx, id); err != nil {
@@ -450,7 +450,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 	run(cfg.Phase, true)
 	secs := time.Since(t).Seconds()
 	stop()
-	if e, ok := fail.Load().(error); ok {
+	if e := fail.get(); e != nil {
 		return dir, e
 	}
 	r.UnifyQueriesPerS = float64(count.Load()) / secs
@@ -474,7 +474,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 				req.Header.Set("Authorization", "Bearer "+q.key)
 				resp, err := benchHTTP.Do(req)
 				if err != nil {
-					fail.Store(err)
+					fail.set(err)
 					return
 				}
 				_, _ = io.Copy(io.Discard, resp.Body)
@@ -487,7 +487,7 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 	}
 	wg.Wait()
 	r.PollGetPerS = float64(polls.Load()) / time.Since(t).Seconds()
-	if e, ok := fail.Load().(error); ok {
+	if e := fail.get(); e != nil {
 		return dir, e
 	}
 	return dir, nil
@@ -590,7 +590,7 @@ func benchLatency(ctx context.Context, cfg benchConfig, always bool, r *policyRe
 		mu       sync.Mutex
 		overhead []float64
 		sse      []float64
-		fail     atomic.Value
+		fail     firstError
 		wg       sync.WaitGroup
 	)
 	n := int(cfg.Phase.Seconds() * float64(r.LatencyRatePerS))
@@ -604,7 +604,7 @@ func benchLatency(ctx context.Context, cfg benchConfig, always bool, r *policyRe
 			start := time.Now()
 			id, err := benchSubmit(ctx, m.URL(), key, fmt.Sprintf("latency %d", i))
 			if err != nil {
-				fail.Store(err)
+				fail.set(err)
 				return
 			}
 			if !withSSE {
@@ -619,7 +619,7 @@ func benchLatency(ctx context.Context, cfg benchConfig, always bool, r *policyRe
 			}
 			lat, err := sseLatencies(ctx, m, key, id)
 			if err != nil {
-				fail.Store(err)
+				fail.set(err)
 				return
 			}
 			mu.Lock()
@@ -628,7 +628,7 @@ func benchLatency(ctx context.Context, cfg benchConfig, always bool, r *policyRe
 		})
 	}
 	wg.Wait()
-	if e, ok := fail.Load().(error); ok {
+	if e := fail.get(); e != nil {
 		return e
 	}
 	r.OverheadMsP50, r.OverheadMsP99 = percentile(overhead, 50), percentile(overhead, 99)
@@ -713,19 +713,19 @@ func benchInflight(ctx context.Context, cfg benchConfig, always bool) (float64, 
 	_ = sub.SetPendingLimits(-1, -1)
 	before := heapAndStacks()
 	var wg sync.WaitGroup
-	var fail atomic.Value
+	var fail firstError
 	sem := make(chan struct{}, 64)
 	for i := range cfg.Inflight {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			if _, err := benchSubmit(ctx, m.URL(), keys[i/8], fmt.Sprintf("held %d", i)); err != nil {
-				fail.Store(err)
+				fail.set(err)
 			}
 		})
 	}
 	wg.Wait()
-	if e, ok := fail.Load().(error); ok {
+	if e := fail.get(); e != nil {
 		return 0, e
 	}
 	deadline := time.Now().Add(2 * time.Minute)
@@ -814,4 +814,19 @@ func replay(ctx context.Context, store *eventstore.Store) (int64, float64, error
 		return 0, 0, fmt.Errorf("replay applied %d of %d events", applied.Load(), total)
 	}
 	return total, time.Since(t).Seconds(), nil
+}
+
+// firstError keeps the first error that any of many goroutines reports;
+// the errors may be of different types.
+type firstError struct{ p atomic.Pointer[error] }
+
+// set keeps err if no error was kept before.
+func (f *firstError) set(err error) { f.p.CompareAndSwap(nil, &err) }
+
+// get returns the kept error, or nil.
+func (f *firstError) get() error {
+	if p := f.p.Load(); p != nil {
+		return *p
+	}
+	return nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -118,4 +120,20 @@ func copyQueries(ctx context.Context, m *app.Main, n int) error {
 		}
 	}
 	return nil
+}
+
+// TestFirstErrorKeepsErrorsOfAnyType: the load phases' goroutines fail with
+// errors of different types (a *url.Error, an *errors.errorString...); the
+// first one is kept and the later ones do not panic.
+func TestFirstErrorKeepsErrorsOfAnyType(t *testing.T) {
+	var f firstError
+	if f.get() != nil {
+		t.Fatal("a new firstError holds an error")
+	}
+	first := errors.New("first")
+	f.set(first)
+	f.set(&url.Error{Op: "Post", URL: "http://127.0.0.1", Err: errors.New("second")})
+	if f.get() != first {
+		t.Fatalf("got %v, want the first error", f.get())
+	}
 }
