@@ -3,8 +3,12 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
+	"time"
 
+	"github.com/crosscheck/crosscheck/internal/accounts"
 	"github.com/crosscheck/crosscheck/internal/byom"
+	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/egress"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/modes"
@@ -76,4 +80,38 @@ func (a accountScoped) Run(ctx context.Context, q *events.Query, emit modes.Emit
 		ctx = byom.WithAccount(ctx, q.Submitted.AccountID)
 	}
 	return a.Mode.Run(ctx, q, emit)
+}
+
+// RotateKeys runs `crosscheck keys rotate` against the store of cfg: a new
+// current key-encryption key (in the data dir's key file; with
+// CROSSCHECK_MASTER_KEY, its first key), then every customer-owned model's
+// secret sealed under it. It prints the outcome to w. The embedded store
+// is held by a running `crosscheck serve`: rotate through its admin API
+// then (POST /admin/v1/master-key/rotate).
+func RotateKeys(ctx context.Context, cfg config.Config, w io.Writer) error {
+	store, closeStore, err := OpenStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	ring, err := byom.LoadKeyring(cfg.MasterKey, cfg.DataDir, false)
+	if err != nil {
+		return err
+	}
+	if ring.Current() == "" {
+		return fmt.Errorf("no key-encryption key: set CROSSCHECK_MASTER_KEY, or run where the data dir holds %s", byom.MasterKeyFile)
+	}
+	svc := &byom.Service{Accounts: &accounts.Service{Store: store, Now: time.Now}, Keyring: ring}
+	out, err := svc.Rotate(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "key-encryption key %s is current; %d secrets sealed again under it\n", out.KeyID, out.Rotated)
+	for _, id := range out.Failed {
+		fmt.Fprintf(w, "could not open the secret of %s: it is sealed under a key this process does not have\n", id)
+	}
+	if len(out.Failed) > 0 {
+		return fmt.Errorf("%d secrets were left under their old key", len(out.Failed))
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -465,7 +466,19 @@ func TestBYOMKeyAtRestAndRotation(t *testing.T) {
 		must(t, !strings.Contains(string(b), byomKey), "the plaintext key is in %s", path)
 	}
 	must(t, !strings.Contains(h.logs.String(), byomKey), "the key is in the logs")
+
+	// crosscheck keys rotate, offline; the audit and the export see the
+	// events, never the key.
+	var out bytes.Buffer
+	must(t, RotateKeys(context.Background(), h.cfg, &out) == nil && strings.Contains(out.String(), "1 secrets sealed again"), "keys rotate: %s", out.String())
+	var export, errOut bytes.Buffer
+	must(t, Events(context.Background(), h.cfg, []string{"export", "-stream", "accounts"}, &export, &errOut) == 0, "export: %s", errOut.String())
+	must(t, strings.Count(export.String(), `"type":"account.byom_key_rotated"`) == 2 && strings.Contains(export.String(), `"type":"account.byom_connected"`),
+		"the export lacks the BYOM events: %s", export.String())
+	must(t, !strings.Contains(export.String(), byomKey), "the export holds the key")
 	h.start()
+	ask("after the offline rotation")
+	h.closeAndAudit()
 }
 
 // A process without the key that sealed a model's secret fails that model
