@@ -317,6 +317,9 @@ func TestBYOMInEveryMode(t *testing.T) {
 			if mode == "verify" {
 				must(t, len(jsonPath(res, "verify", "claims").([]any)) > 0, "no claims: %v", res["verify"])
 			}
+			// The BYOM synthesizes a BYOM-only query, free.
+			must(t, jsonPath(res, "synthesis", "provider") == "custom" && jsonPath(res, "synthesis", "custom_model") == id &&
+				jsonPath(res, "synthesis", "credits") == 0.0, "synthesis: %v", res["synthesis"])
 		})
 		t.Run(mode+"/mixed", func(t *testing.T) {
 			r := h.submit(key, map[string]any{"mode": mode, "prompt": "When was the Eiffel Tower completed?", "custom_models": []string{id}})
