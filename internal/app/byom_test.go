@@ -43,10 +43,12 @@ type byomHost struct {
 	calls int
 	// fail makes every completion fail with 500.
 	fail bool
+	// bodies are the request bodies received, by model.
+	bodies map[string][]string
 }
 
 func newBYOMHost(t *testing.T, key, model string) *byomHost {
-	h := &byomHost{key: key, model: model, keys: map[string][]string{}}
+	h := &byomHost{key: key, model: model, keys: map[string][]string{}, bodies: map[string][]string{}}
 	h.srv = httptest.NewServer(h)
 	t.Cleanup(h.srv.Close)
 	return h
@@ -94,6 +96,7 @@ func (h *byomHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mu.Lock()
 	h.keys[format] = append(h.keys[format], key)
+	h.bodies[model] = append(h.bodies[model], string(body))
 	h.headers = append(h.headers, r.Header.Get("X-Customer"))
 	h.apiVersions = append(h.apiVersions, r.URL.Query().Get("api-version"))
 	fail := h.fail
@@ -561,4 +564,49 @@ func TestBYOMSSRF(t *testing.T) {
 	}
 	r := h.connect(acct, map[string]any{"name": "x", "kind": "openai-compatible", "base_url": "http://10.255.255.1:9/v1", "model": "m", "allow_unverified": true})
 	must(t, r.status != 400 || r.errCode(t) != "invalid_request", "an allowed private address is refused: %s", r.body)
+}
+
+// Files reach a BYOM as its declared capabilities allow: natively when it
+// declares it reads the kind, else as their text (an image: a note).
+func TestBYOMFilesShapedToCapabilities(t *testing.T) {
+	host := newBYOMHost(t, byomKey, "llama3.1:8b")
+	store := &memFiles{}
+	h := newHarness(t, withFiles(store))
+	acct := h.account()
+	key := h.key(acct)
+	pdf, img, _ := attachSamples(t, store, acct, h.clock.Now())
+	connect := func(caps map[string]any) string {
+		r := h.connect(acct, map[string]any{"name": "m", "kind": "openai-compatible", "base_url": host.srv.URL + "/v1", "model": "llama3.1:8b",
+			"api_key": byomKey, "capabilities": caps})
+		must(t, r.status == 201, "connect: %d %s", r.status, r.body)
+		return r.json(t)["model_id"].(string)
+	}
+	vision := connect(map[string]any{"images": true, "pdf": true})
+	plain := connect(map[string]any{})
+	r := h.submit(key, map[string]any{"mode": "unify", "prompt": "At what temperature does the Kestrel reactor run?", "models": map[string]any{},
+		"custom_models": []string{vision, plain}, "files": []string{pdf, img}})
+	must(t, r.status == 202, "submit: %d %s", r.status, r.body)
+	res := h.wait(key, r.json(t)["request_id"].(string), 30*time.Second)
+	must(t, res["status"] == "completed", "status %v: %v", res["status"], res["error"])
+	seen := map[string]string{}
+	for _, m := range res["models"].([]any) {
+		for _, f := range jsonPath(m, "files").([]any) {
+			seen[jsonPath(m, "custom_model").(string)+"/"+jsonPath(f, "file_id").(string)] = jsonPath(f, "seen").(string)
+		}
+	}
+	for k, want := range map[string]string{vision + "/" + pdf: "native", vision + "/" + img: "native", plain + "/" + pdf: "text", plain + "/" + img: "none"} {
+		must(t, seen[k] == want, "%s seen %q, want %q", k, seen[k], want)
+	}
+	host.mu.Lock()
+	var withImage, withText int
+	for _, b := range host.bodies["llama3.1:8b"] {
+		if strings.Contains(b, `"image_url"`) {
+			withImage++
+		}
+		if strings.Contains(b, "## File: manual.pdf") {
+			withText++
+		}
+	}
+	host.mu.Unlock()
+	must(t, withImage >= 1 && withText >= 1, "the host received %d calls with the image, %d with the PDF's text", withImage, withText)
 }
