@@ -253,6 +253,10 @@ func TestBYOMConnect(t *testing.T) {
 	must(t, r.status == 200 && len(r.json(t)["models"].([]any)) == 2, "list: %d %s", r.status, r.body)
 	r = h.admin("GET", "/admin/v1/accounts/"+acct+"/models/"+id, nil)
 	must(t, r.status == 200 && r.json(t)["model_id"] == id, "get: %d %s", r.status, r.body)
+	for _, path := range []string{"/admin/v1/accounts/acct_00000000000000000000000000/models", "/admin/v1/accounts/nope/models"} {
+		r = h.admin("GET", path, nil)
+		must(t, r.status == 404 && r.errCode(t) == "not_found", "%s: %d %s", path, r.status, r.body)
+	}
 	r = h.admin("GET", "/admin/v1/accounts/"+acct+"/models/byom_01aaaaaaaaaaaaaaaaaaaaaaaa", nil)
 	must(t, r.status == 404 && r.errCode(t) == "not_found", "get unknown: %d %s", r.status, r.body)
 	r = h.admin("POST", "/admin/v1/accounts/"+acct+"/models/"+id+"/test", nil)

@@ -342,14 +342,34 @@ func (s *Service) Connect(ctx context.Context, accountID string, req ConnectRequ
 	return &out, nil
 }
 
-// account reads the account's current state.
+// account reads the account's current state: its models as of its latest
+// event, or not_found for an account that does not exist.
 func (s *Service) account(ctx context.Context, accountID string) (*events.Account, error) {
-	if _, err := s.Accounts.Account(ctx, accountID); err != nil {
-		return nil, err
+	if !validAccountID(accountID) {
+		return nil, apperr.New(apperr.NotFound, "no account %q", truncate(accountID))
 	}
 	var a *events.Account
-	err := s.Accounts.Update(ctx, accountID, func(acc *events.Account) { a = copyAccountBYOMs(acc) }, s.Accounts.Refreshed(ctx, accountID))
+	err := s.Accounts.Update(ctx, accountID, func(acc *events.Account) {
+		if acc.Exists() {
+			a = copyAccountBYOMs(acc)
+		}
+	}, s.Accounts.Refreshed(ctx, accountID))
+	if err == nil && a == nil {
+		err = apperr.New(apperr.NotFound, "no account %q", accountID)
+	}
 	return a, err
+}
+
+func validAccountID(id string) bool {
+	if !strings.HasPrefix(id, "acct_") || len(id) != 31 {
+		return false
+	}
+	for _, c := range id[5:] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return true
 }
 
 // copyAccountBYOMs copies what this package reads of an account, so no
