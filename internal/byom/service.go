@@ -417,7 +417,9 @@ func (s *Service) Get(ctx context.Context, accountID, modelID string) (*View, er
 	return &v, nil
 }
 
-// Transition disables, enables or deletes a model.
+// Transition disables, enables or deletes a model (events.DecideBYOM). It
+// returns not_found for an unknown account, model or action, and for a
+// deleted model; an action that changes nothing appends nothing.
 func (s *Service) Transition(ctx context.Context, accountID, modelID, action string) (*View, error) {
 	if _, err := s.Accounts.Account(ctx, accountID); err != nil {
 		return nil, err
