@@ -151,12 +151,14 @@ type ModelError struct {
 
 // Synthesis says which model wrote the one answer and what that call cost.
 type Synthesis struct {
-	Provider  string  `json:"provider"`
-	ModelID   string  `json:"model_id"`
-	Simulated bool    `json:"simulated"`
-	Usage     Usage   `json:"usage"`
-	Credits   float64 `json:"credits"`
-	LatencyMS int64   `json:"latency_ms"`
+	Provider string `json:"provider"`
+	ModelID  string `json:"model_id"`
+	// CustomModel is the BYOM id of a customer-owned synthesizer.
+	CustomModel string  `json:"custom_model,omitempty"`
+	Simulated   bool    `json:"simulated"`
+	Usage       Usage   `json:"usage"`
+	Credits     float64 `json:"credits"`
+	LatencyMS   int64   `json:"latency_ms"`
 }
 
 // JustifyResult is the justify block: each model's answer per round, and

@@ -29,6 +29,8 @@ Usage:
   crosscheck worker    run the mode pipelines on CROSSCHECK_NATS_URL
   crosscheck audit     replay the ledger and check it (exit 1 on any difference)
   crosscheck events    export or tail the event streams as NDJSON (crosscheck events -h)
+  crosscheck keys rotate
+                       seal every BYOM provider key under a new key-encryption key
   crosscheck bench     measure the service beside the raw JetStream limit
                        (writes JSON to $BENCH_OUT, default bench/results.json)
   crosscheck version   print the version
@@ -76,6 +78,19 @@ func main() {
 		code := app.Events(ctx, cfg, os.Args[2:], os.Stdout, os.Stderr)
 		stop()
 		os.Exit(code)
+	case "keys":
+		if len(os.Args) != 3 || os.Args[2] != "rotate" {
+			fmt.Fprintln(os.Stderr, "usage: crosscheck keys rotate")
+			os.Exit(2)
+		}
+		cfg, err := config.FromEnv()
+		if err == nil {
+			err = app.RotateKeys(context.Background(), cfg, os.Stdout)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "crosscheck keys rotate:", err)
+			os.Exit(1)
+		}
 	case "bench":
 		if err := bench.Command(); err != nil {
 			fmt.Fprintln(os.Stderr, "crosscheck bench:", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/accounts"
+	"github.com/crosscheck/crosscheck/internal/byom"
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/embedded"
@@ -95,6 +96,7 @@ type Main struct {
 	Queries  *queries.Service
 	Files    *files.Service
 	Catalog  *catalog.Catalog
+	BYOM     *byom.Service
 
 	nats        *embedded.Server
 	nc          *nats.Conn
@@ -188,6 +190,9 @@ func (m *Main) Open(ctx context.Context) error {
 		m.RetryDelays = providers.DefaultRetryDelays
 	}
 	m.Accounts = &accounts.Service{Store: m.Store, Now: m.Now}
+	if err := m.openBYOM(); err != nil {
+		return err
+	}
 	estimator := &pricing.Estimator{Catalog: m.Catalog, Planner: pricing.PlanFunc(modes.Plan)}
 	models := modes.Models{Providers: registry.Calls(backends, m.RetryDelays, cfg.ModelTimeout), Price: estimator.Cost}
 	m.Files = &files.Service{Store: m.Store, Extract: &extract.Runner{}, Now: m.Now, Log: m.Log}
@@ -195,12 +200,15 @@ func (m *Main) Open(ctx context.Context) error {
 		m.Attached = uploads{m.Files}
 	}
 	models.Files = m.Attached
+	models.Custom = m.BYOM.Provider
 	// The modes: the API accepts exactly those the workers run.
 	pipelines := map[string]worker.Mode{
-		events.ModeUnify:   &modes.Unify{Models: models},
-		events.ModeJustify: &modes.Justify{Models: models},
-		events.ModeVerify: &modes.Verify{Models: models, Search: m.Search,
-			NativeSearch: func(ref events.ModelRef) bool { return built.NativeSearch[ref.Provider] }},
+		events.ModeUnify:   accountScoped{&modes.Unify{Models: models}},
+		events.ModeJustify: accountScoped{&modes.Justify{Models: models}},
+		// A customer-owned model researches with the service's search: its
+		// provider, custom, is never in NativeSearch.
+		events.ModeVerify: accountScoped{&modes.Verify{Models: models, Search: m.Search,
+			NativeSearch: func(ref events.ModelRef) bool { return built.NativeSearch[ref.Provider] }}},
 	}
 	accepted := map[string]bool{}
 	for mode := range pipelines {
@@ -210,6 +218,7 @@ func (m *Main) Open(ctx context.Context) error {
 	m.Queries = &queries.Service{
 		Store: m.Store, Catalog: m.Catalog, Modes: accepted, Now: m.Now,
 		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts, Files: m.Attached,
+		Custom: customModels{m.BYOM},
 	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -310,12 +319,12 @@ func (m *Main) listen(ctx context.Context) error {
 		docs = m.URL() + "/docs"
 	}
 	api := &handlers.Server{
-		Auth: m.Accounts, Queries: m.Queries, Control: m.Queries, Events: m.Store, Files: m.Files, Catalog: m.Catalog,
+		Auth: m.Accounts, Queries: m.Queries, Control: m.Queries, Events: m.Store, Files: m.Files, Catalog: m.Catalog, Custom: m.BYOM,
 		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat, Stopping: m.stopping.Load,
 		MaxStreams: m.Config.SSEMaxStreams, MaxStreamsPerKey: m.Config.SSEMaxStreamsPerKey,
 		UploadIdle: m.Config.HTTP.ReadTimeout,
 	}
-	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
+	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, BYOM: m.BYOM, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
 	m.public, m.publicLn = handlers.NewServer(m.publicLn, api.Handler(), m.Config.HTTP, docs, ctx)
 	m.admin, m.adminLn = handlers.NewServer(m.adminLn, adm.Handler(), m.Config.HTTP, docs, ctx)
 	for srv, ln := range map[*http.Server]net.Listener{m.public: m.publicLn, m.admin: m.adminLn} {

@@ -268,6 +268,12 @@ var (
 		"POST /admin/v1/accounts/{account_id}/credits",
 		"PUT /admin/v1/accounts/{account_id}/monthly-cap",
 		"GET /admin/v1/accounts/{account_id}/ledger",
+		"POST /admin/v1/accounts/{account_id}/models",
+		"GET /admin/v1/accounts/{account_id}/models",
+		"GET /admin/v1/accounts/{account_id}/models/{model_id}",
+		"DELETE /admin/v1/accounts/{account_id}/models/{model_id}",
+		"POST /admin/v1/accounts/{account_id}/models/{model_id}/{action}",
+		"POST /admin/v1/master-key/rotate",
 	}
 )
 

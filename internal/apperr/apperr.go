@@ -60,6 +60,8 @@ const (
 	// Admin API codes.
 	InvalidAdminToken = "invalid_admin_token"
 	InvalidTransition = "invalid_transition"
+	// ConnectionFailed: the connection test of a customer-owned model failed.
+	ConnectionFailed = "connection_failed"
 )
 
 // Error is an application error with a stable code and a human message.

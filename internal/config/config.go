@@ -63,6 +63,17 @@ type Config struct {
 	// development key it creates; off, it creates no key and prints how to
 	// make one with the admin API.
 	PrintFirstKey bool
+	// MasterKey is CROSSCHECK_MASTER_KEY: the key-encryption keys of BYOM
+	// provider keys, comma-separated base64 of 32 bytes each, the first the
+	// current one. Empty: the keys kept in the data dir (generated on first
+	// start, mode 0600).
+	MasterKey string
+	// BYOMAllow is CROSSCHECK_BYOM_ALLOW: the CIDRs, addresses and host
+	// names a BYOM may reach besides public addresses; BYOMAllowSet says
+	// whether the variable was set at all (unset, the embedded server's
+	// default allows loopback).
+	BYOMAllow    string
+	BYOMAllowSet bool
 }
 
 // HTTPLimits bound the connections, headers and time a client can hold on the
@@ -158,6 +169,8 @@ func FromEnv() (Config, error) {
 	str("CROSSCHECK_NATS_TLS_KEY", &c.NATSAuth.TLSKey)
 	str("CROSSCHECK_CONFIG", &c.ConfigFile)
 	str("CROSSCHECK_DOCS_URL", &c.DocsURL)
+	str("CROSSCHECK_MASTER_KEY", &c.MasterKey)
+	c.BYOMAllow, c.BYOMAllowSet = os.LookupEnv("CROSSCHECK_BYOM_ALLOW")
 	str("CROSSCHECK_LOG_LEVEL", &c.LogLevel)
 	var errs []string
 	dur := func(name string, dst *time.Duration) {

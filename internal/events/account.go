@@ -124,6 +124,10 @@ type Account struct {
 	// place to read on from.
 	Read   uint64
 	Ledger Ledger
+	// BYOMs are the customer-owned models by model id, BYOMOrder their ids
+	// in the order they were connected.
+	BYOMs     map[string]*BYOM
+	BYOMOrder []string
 }
 
 // Exists reports whether the account was created.
@@ -150,6 +154,9 @@ func (a *Account) Apply(r Record) {
 		}
 		a.KeyOrder = append(a.KeyOrder, e.Fingerprint)
 	default:
+		if a.applyBYOM(r) {
+			return
+		}
 		if ch, ok := StateChange(r.Event); ok {
 			if k := a.Keys[ch.Fingerprint]; k != nil {
 				ApplyKeyChange(k, ch, r.Seq)

@@ -366,6 +366,8 @@ func ulid() string { return events.NewID() }
 // examples returns a realistic event of every registered type, with every
 // optional field set somewhere.
 func examples(t *testing.T) map[string]events.Event {
+	byomID := "byom_" + strings.ToLower(ulid())
+	sealed := events.Sealed{KeyID: "mk_0123456789ab", Ciphertext: "3q2+7w=="}
 	t.Helper()
 	sim := events.ModelRef{Provider: "provider_a", ModelID: "sim-alpha-standard", Simulated: true}
 	byom := events.ModelRef{Provider: "openai", ModelID: "llama-3.1-70b", CustomModel: "byom_01m7z5w7h9"}
@@ -436,6 +438,14 @@ func examples(t *testing.T) map[string]events.Event {
 		events.FileExtracted{FileID: "file_" + ulid(), Pages: 12, Chars: 30412, Truncated: false},
 		events.FileDeleted{FileID: "file_" + ulid()},
 		events.FileExpired{FileID: "file_" + ulid()},
+		events.BYOMConnected{ModelID: byomID, Name: "local llama", Kind: events.KindOpenAICompatible, BaseURL: "http://127.0.0.1:11434/v1",
+			Model: "llama3.1:8b", APIVersion: "2024-10-21", Capabilities: events.Capabilities{Images: true, StructuredOutput: true, ContextWindow: 131072},
+			HeaderNames: []string{"X-Org"}, State: events.BYOMActive, Secret: &sealed},
+		events.BYOMTested{ModelID: byomID, OK: false, Class: "authentication", Message: "the host rejected the API key (HTTP 401)"},
+		events.BYOMDisabledEv{events.BYOMStateChanged{ModelID: byomID, From: events.BYOMActive, To: events.BYOMDisabled}},
+		events.BYOMEnabledEv{events.BYOMStateChanged{ModelID: byomID, From: events.BYOMDisabled, To: events.BYOMActive}},
+		events.BYOMDeletedEv{events.BYOMStateChanged{ModelID: byomID, From: events.BYOMActive, To: events.BYOMDeleted}},
+		events.BYOMKeyRotated{ModelID: byomID, Secret: sealed},
 	}
 	out := map[string]events.Event{}
 	for _, ev := range evs {

@@ -42,9 +42,11 @@ type LedgerAdmin interface {
 type Admin struct {
 	Accounts AccountAdmin
 	Ledger   LedgerAdmin
-	Token    string
-	Log      zerolog.Logger
-	DocsURL  string
+	// BYOM runs the commands on customer-owned models; nil serves none.
+	BYOM    BYOMAdmin
+	Token   string
+	Log     zerolog.Logger
+	DocsURL string
 }
 
 // Handler returns the admin API's router.
@@ -77,6 +79,7 @@ func (a *Admin) Handler() http.Handler {
 		r.Post("/accounts/{account_id}/credits", a.adjust(s))
 		r.Put("/accounts/{account_id}/monthly-cap", a.setCap(s))
 		r.Get("/accounts/{account_id}/ledger", a.ledgerPage(s))
+		a.byomRoutes(s, r)
 	})
 	r.NotFound(s.noRoute)
 	r.MethodNotAllowed(s.noMethod)

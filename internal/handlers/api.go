@@ -46,7 +46,9 @@ type Server struct {
 	Events  Follower
 	Files   Files
 	Catalog *catalog.Catalog
-	Log     zerolog.Logger
+	// Custom lists the caller's customer-owned models; nil lists none.
+	Custom CustomCatalog
+	Log    zerolog.Logger
 	// DocsURL is the base of every error's docs_url: {DocsURL}/errors/<code>.
 	DocsURL string
 	// Heartbeat is the interval of SSE heartbeat comments.
@@ -259,6 +261,8 @@ type ModelGroup struct {
 	Backend   string          `json:"backend,omitempty"`
 	Simulated bool            `json:"simulated"`
 	Models    []catalog.Model `json:"models"`
+	// CustomModels are the custom group's models.
+	CustomModels []CustomModel `json:"-"`
 }
 
 // ModelsResponse is the body of GET /v1/models: OpenAI's model list (data:
@@ -274,7 +278,12 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	for _, p := range s.Catalog.Providers {
 		resp.Groups = append(resp.Groups, ModelGroup{Name: p.Key, Backend: p.Backend, Simulated: p.Simulated(), Models: p.Models})
 	}
-	resp.Groups = append(resp.Groups, ModelGroup{Name: "custom", Models: []catalog.Model{}})
+	custom, err := s.customGroup(r)
+	if err != nil {
+		s.writeError(w, r, err, "")
+		return
+	}
+	resp.Groups = append(resp.Groups, custom)
 	writeJSON(w, http.StatusOK, resp)
 }
 

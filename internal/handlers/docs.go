@@ -14,7 +14,7 @@ var errorDocs = map[string]string{
 	apperr.InvalidPrompt:       "prompt is missing, not a string, empty, not valid UTF-8, or longer than 32 KB (32768 bytes of UTF-8).",
 	apperr.InvalidMode:         "mode is missing or is not one of unify, justify, verify, or the mode is not available on this server.",
 	apperr.InvalidModels:       "models is not an object of provider key to model_id or null, names an unknown provider key, selects no model at all, or custom_models is not an array of byom_<id> strings.",
-	apperr.InvalidModel:        "A model_id or custom model id is not in the catalog this server accepts now. GET /v1/models is the authority.",
+	apperr.InvalidModel:        "A model_id or custom model id is not in the catalog this server accepts now. GET /v1/models is the authority. A custom_models entry must be an active (or unverified) customer-owned model of the calling key's account: a disabled, deleted or unknown one, or another account's, is refused with this code, naming the entry.",
 	apperr.InvalidFiles:        "The files field of a query is not acceptable: it must be an array of at most 5 distinct file ids (POST /v1/files) whose files total at most 20 MB.",
 	apperr.FileNotFound:        "A file id of the query names no file of your account: it never existed, was deleted, or belongs to another account.",
 	apperr.FileExpired:         "The file was uploaded 48 hours ago or more: it can no longer be read (GET /v1/files/{id}) or attached to a query. Upload it again and use the new file id.",
@@ -40,6 +40,7 @@ var errorDocs = map[string]string{
 	apperr.InvalidTransition:   "Admin API: the key's state does not allow this action (for example, a revoked key stays revoked).",
 	apperr.QueryEnded:          "POST /v1/queries/{id}/cancel: the query has ended (completed or failed), or its ending is being recorded, so there is nothing to cancel. GET /v1/queries/{id} returns its result.",
 	apperr.Cancelled:           "The query's error code when it was cancelled (POST /v1/queries/{id}/cancel); its status is failed. It was charged for the model calls that had finished before the cancel was recorded, and the rest of its reservation was released. Submit it again to run it.",
+	apperr.ConnectionFailed:    "Admin API: the connection test of a customer-owned model failed: the host rejected the API key, does not know the model, refused the test call, or cannot be reached (then allow_unverified: true saves it as unverified). The message says which; fix the connection and try again.",
 }
 
 func (s *Server) errorDoc(w http.ResponseWriter, r *http.Request) {

@@ -19,7 +19,7 @@ import (
 func Status(code string) int {
 	switch code {
 	case apperr.InvalidRequest, apperr.InvalidPrompt, apperr.InvalidMode, apperr.InvalidModels, apperr.InvalidModel,
-		apperr.InvalidFiles, apperr.FileNotFound, apperr.FileExpired, apperr.InvalidFile:
+		apperr.InvalidFiles, apperr.FileNotFound, apperr.FileExpired, apperr.InvalidFile, apperr.ConnectionFailed:
 		return http.StatusBadRequest
 	case apperr.UnsupportedFileType:
 		return http.StatusUnsupportedMediaType

@@ -30,6 +30,10 @@ type Models struct {
 	Price func(events.ModelRef, events.Usage) int64
 	// Files reads the files queries attach; nil when none can be read.
 	Files FileSource
+	// Custom returns the backend of a customer-owned model (ref.CustomModel
+	// set), decorated as Providers are; nil when none can run. Its error
+	// fails that model alone: no other model runs in its place.
+	Custom func(ctx context.Context, ref events.ModelRef) (providers.Provider, error)
 }
 
 // meter is what a call reported and cost.
@@ -41,6 +45,16 @@ type meter struct {
 
 func (m *Models) complete(ctx context.Context, ref events.ModelRef, req providers.Request) (providers.Response, error) {
 	p, ok := m.Providers[ref.Provider]
+	if ref.CustomModel != "" {
+		if m.Custom == nil {
+			return providers.Response{}, &providers.Error{Class: providers.ClassBadRequest, Message: "no customer-owned model can run here: " + ref.CustomModel}
+		}
+		var err error
+		if p, err = m.Custom(ctx, ref); err != nil {
+			return providers.Response{}, err
+		}
+		ok = true
+	}
 	if !ok {
 		return providers.Response{}, &providers.Error{Class: providers.ClassBadRequest, Message: "no backend is configured for " + ref.Provider}
 	}

@@ -98,12 +98,14 @@ type ModelError = apiv1.ModelError
 
 // Synthesis says which model wrote the one answer and what it used.
 type Synthesis struct {
-	Provider  string       `json:"provider"`
-	ModelID   string       `json:"model_id"`
-	Simulated bool         `json:"simulated"`
-	Usage     events.Usage `json:"usage"`
-	Credits   float64      `json:"credits"`
-	LatencyMS int64        `json:"latency_ms"`
+	Provider string `json:"provider"`
+	ModelID  string `json:"model_id"`
+	// CustomModel is the BYOM id of a customer-owned synthesizer.
+	CustomModel string       `json:"custom_model,omitempty"`
+	Simulated   bool         `json:"simulated"`
+	Usage       events.Usage `json:"usage"`
+	Credits     float64      `json:"credits"`
+	LatencyMS   int64        `json:"latency_ms"`
 }
 
 // JustifyResult is the justify block: each model's answer per round, and
@@ -223,7 +225,7 @@ func (d *QueryDoc) Apply(r events.Record) {
 		answer := e.Answer
 		res.Answer = &answer
 		res.ToolCalls = e.ToolCalls
-		res.Synthesis = &Synthesis{Provider: e.Model.Provider, ModelID: e.Model.ModelID, Simulated: e.Model.Simulated, Usage: e.Usage, LatencyMS: e.LatencyMS, Credits: events.Credits(e.CostMicros)}
+		res.Synthesis = &Synthesis{Provider: e.Model.Provider, ModelID: e.Model.ModelID, CustomModel: e.Model.CustomModel, Simulated: e.Model.Simulated, Usage: e.Usage, LatencyMS: e.LatencyMS, Credits: events.Credits(e.CostMicros)}
 		res.advance(events.StageAggregating, 95)
 	case events.CreditsSettled:
 		charged := events.Credits(e.ChargedMicros)

@@ -126,7 +126,11 @@ func resolveFiles(ctx context.Context, lookup FileLookup, cat *catalog.Catalog, 
 		}
 		for _, m := range req.Selected {
 			if m.CustomModel != "" {
-				continue // a BYOM reads what its declared capabilities allow: text, for now
+				// A BYOM reads natively what its owner declared it reads.
+				if r := req.CustomReads[m.CustomModel]; r.Images && f.Kind == events.FileKindImage || r.PDF && f.Kind == events.FileKindPDF {
+					ref.NativeFor = append(ref.NativeFor, m.Key())
+				}
+				continue
 			}
 			if model, ok := cat.Model(m.Provider, m.ModelID); ok && model.Native(f.Kind) {
 				ref.NativeFor = append(ref.NativeFor, m.Key())

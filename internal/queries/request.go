@@ -19,6 +19,9 @@ import (
 // MaxPromptBytes is the prompt limit of spec 2.1: 32 KB.
 const MaxPromptBytes = 32 * 1024
 
+// MaxCustomModels bounds the custom_models entries of one query.
+const MaxCustomModels = 8
+
 // MaxBodyBytes bounds a request body; a prompt at its limit, JSON-escaped, fits.
 const MaxBodyBytes = 256 * 1024
 
@@ -30,8 +33,12 @@ type Request struct {
 	CustomModels []string           `json:"custom_models,omitempty"`
 	// Files are the file ids the query attaches, in the request's order.
 	Files []string `json:"files,omitempty"`
-	// Selected are the models that run, resolved by the rules of spec 2.1.
-	Selected []events.ModelRef `json:"-"`
+	// Selected are the models that run, resolved by the rules of spec 2.1:
+	// the first-party ones by Decode, the customer-owned ones (after them,
+	// in custom_models order) by the Service, which also fills CustomReads,
+	// the file kinds each of those reads natively, by BYOM id.
+	Selected    []events.ModelRef        `json:"-"`
+	CustomReads map[string]catalog.Reads `json:"-"`
 	// Tools are the functions the query offers its models; ToolChoice how
 	// it asks them to call one.
 	Tools      []events.Tool `json:"-"`
@@ -96,7 +103,7 @@ func Decode(body []byte, cat *catalog.Catalog, modes map[string]bool) (Request, 
 	if err := decodeTools(fields["tools"], fields["tool_choice"], &r); err != nil {
 		return Request{}, err
 	}
-	if len(r.Selected) == 0 {
+	if len(r.Selected) == 0 && len(r.CustomModels) == 0 {
 		return Request{}, apperr.New(apperr.InvalidModels, "no model selected: every provider is null or left out of models, and custom_models is empty")
 	}
 	return r, nil
@@ -187,13 +194,24 @@ func decodeCustom(raw json.RawMessage, r *Request) error {
 	if err := json.Unmarshal(raw, &r.CustomModels); err != nil {
 		return apperr.New(apperr.InvalidModels, "custom_models must be an array of byom_<id> strings")
 	}
+	if len(r.CustomModels) > MaxCustomModels {
+		return apperr.New(apperr.InvalidModels, "custom_models has %d entries; a query runs at most %d", len(r.CustomModels), MaxCustomModels)
+	}
+	seen := map[string]bool{}
 	for _, id := range r.CustomModels {
 		if !strings.HasPrefix(id, "byom_") || len(id) == len("byom_") {
 			return apperr.New(apperr.InvalidModels, "custom_models entry %q does not have the form byom_<id>", truncate(id))
 		}
-		// No BYOM is connected to any account yet: every id is unknown.
-		return apperr.New(apperr.InvalidModel, "custom model %q is not an active BYOM of this account; see the custom group of GET /v1/models", truncate(id))
+		if seen[id] {
+			return apperr.New(apperr.InvalidModels, "custom_models lists %q twice", truncate(id))
+		}
+		seen[id] = true
 	}
+	if len(r.CustomModels) == 0 {
+		r.CustomModels = nil
+	}
+	// Whether each is a usable model of the caller's account is the
+	// Service's check (CustomModels).
 	return nil
 }
 

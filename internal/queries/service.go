@@ -42,6 +42,9 @@ type Service struct {
 	// Files finds the files a query attaches; nil means no file exists, so
 	// a query that attaches one is refused with file_not_found.
 	Files FileLookup
+	// Custom resolves custom_models for the caller's account; nil means no
+	// account has any, so every entry is invalid_model.
+	Custom CustomModels
 	// Modes are the modes this server runs.
 	Modes map[string]bool
 	// Limit overrides InflightLimit when positive.
@@ -126,6 +129,9 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	}
 	// The files are checked after the key: a retry of a submission that
 	// was admitted replays it even if a file it attached is gone since.
+	if err := s.resolveCustom(ctx, caller.AccountID, &req); err != nil {
+		return refused(err)
+	}
 	files, err := resolveFiles(ctx, s.Files, s.Catalog, caller.AccountID, req, s.Now())
 	if err != nil {
 		return refused(err)
@@ -272,6 +278,9 @@ func (s *Service) Estimate(ctx context.Context, caller accounts.Caller, body []b
 	if err != nil {
 		return Quote{}, err
 	}
+	if err := s.resolveCustom(ctx, caller.AccountID, &req); err != nil {
+		return Quote{}, err
+	}
 	files, err := resolveFiles(ctx, s.Files, s.Catalog, caller.AccountID, req, s.Now())
 	if err != nil {
 		return Quote{}, err
@@ -284,4 +293,40 @@ func (s *Service) Estimate(ctx context.Context, caller accounts.Caller, body []b
 	q.Sufficient = q.Estimate.Micros <= acc.BalanceMicros
 	q.WithinCap = acc.CapMicros == nil || acc.SpentThisMonth+acc.ReservedMicros+q.Estimate.Micros <= *acc.CapMicros
 	return q, nil
+}
+
+// CustomModels resolves the custom_models of a query.
+type CustomModels interface {
+	// Resolve returns each id's model, in order, when every one is a usable
+	// customer-owned model of the account; invalid_model naming the entry
+	// otherwise.
+	Resolve(ctx context.Context, accountID string, ids []string) ([]CustomModel, error)
+}
+
+// CustomModel is a customer-owned model a query runs: its reference and
+// the file kinds it reads natively.
+type CustomModel struct {
+	Ref   events.ModelRef
+	Reads catalog.Reads
+}
+
+// resolveCustom adds req's customer-owned models to its selection, after
+// the first-party ones.
+func (s *Service) resolveCustom(ctx context.Context, accountID string, req *Request) error {
+	if len(req.CustomModels) == 0 {
+		return nil
+	}
+	if s.Custom == nil {
+		return apperr.New(apperr.InvalidModel, "custom_models entry %q is not a model of this account; see the custom group of GET /v1/models", truncate(req.CustomModels[0]))
+	}
+	models, err := s.Custom.Resolve(ctx, accountID, req.CustomModels)
+	if err != nil {
+		return err
+	}
+	req.CustomReads = map[string]catalog.Reads{}
+	for _, m := range models {
+		req.Selected = append(req.Selected, m.Ref)
+		req.CustomReads[m.Ref.CustomModel] = m.Reads
+	}
+	return nil
 }

@@ -1,0 +1,84 @@
+package byom
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/providers"
+	"github.com/crosscheck/crosscheck/internal/providers/contract"
+	"github.com/crosscheck/crosscheck/internal/providers/openai/openaitest"
+)
+
+const azureKey = "azure-key-0123456789abcdef"
+
+// azure is a fake Azure OpenAI deployment: Chat Completions under
+// /openai/deployments/<name>, the key in api-key, the api-version parameter
+// required. A BYOM of kind azure-openai is built over the egress guard, as
+// queries build it.
+type azure struct {
+	*contract.Script
+	srv *httptest.Server
+}
+
+var _ contract.Fixture = (*azure)(nil)
+
+func (a *azure) Provider(t *testing.T) providers.Provider {
+	s := testService(t)
+	p, err := s.backend(context.Background(), Connection{Kind: events.KindAzureOpenAI, BaseURL: a.srv.URL + "/openai/deployments/dep1",
+		Model: "gpt-4o", APIKey: azureKey, APIVersion: "2024-10-21"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (a *azure) Supports(string) bool { return true }
+func (a *azure) Citations() bool      { return false }
+
+func (a *azure) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := a.Receive(r)
+	switch {
+	case r.URL.Path != "/openai/deployments/dep1/chat/completions":
+		openaitest.WriteError(w, http.StatusNotFound, "no route "+r.URL.Path, 0)
+		return
+	case r.Header.Get("api-key") != azureKey || r.Header.Get("Authorization") != "":
+		openaitest.WriteError(w, http.StatusUnauthorized, "Access denied due to invalid subscription key.", 0)
+		return
+	case r.URL.Query().Get("api-version") != "2024-10-21":
+		openaitest.WriteError(w, http.StatusNotFound, "Resource not found", 0)
+		return
+	}
+	switch s.Kind {
+	case contract.KindStall:
+		select {
+		case <-r.Context().Done():
+		case <-a.Done:
+		}
+	case contract.KindStatus:
+		openaitest.WriteError(w, s.Status, s.Message, s.RetryAfter)
+	case contract.KindJSON:
+		openaitest.WriteJSON(w, completion(s.JSON, s.Usage))
+	default:
+		openaitest.WriteJSON(w, completion(s.Text, s.Usage))
+	}
+}
+
+func completion(content string, u events.Usage) map[string]any {
+	return map[string]any{
+		"id": "chatcmpl-1", "object": "chat.completion", "created": 1741569952, "model": "gpt-4o",
+		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "stop"}},
+		"usage":   map[string]any{"prompt_tokens": u.InputTokens, "completion_tokens": u.OutputTokens, "total_tokens": u.InputTokens + u.OutputTokens},
+	}
+}
+
+// TestAzureContract: the azure-openai kind passes the contract every model
+// backend passes.
+func TestAzureContract(t *testing.T) {
+	a := &azure{Script: contract.NewScript(t)}
+	a.srv = httptest.NewServer(a)
+	t.Cleanup(a.srv.Close)
+	contract.Run(t, a)
+}

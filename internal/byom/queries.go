@@ -1,0 +1,124 @@
+package byom
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/catalog"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/lru"
+	"github.com/crosscheck/crosscheck/internal/providers"
+)
+
+// CachedBackends bounds the BYOM backends a process keeps built.
+const CachedBackends = 1000
+
+// Custom is one customer-owned model a query selected.
+type Custom struct {
+	Ref events.ModelRef
+	// Reads are the file kinds it reads natively, from its declared capabilities.
+	Reads catalog.Reads
+}
+
+// Resolve returns the models of ids for a query of the account: each must
+// be a usable model of it (active or unverified), else invalid_model naming
+// the entry. Deleted, disabled and other accounts' models are all unknown.
+func (s *Service) Resolve(ctx context.Context, accountID string, ids []string) ([]Custom, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	a, err := s.account(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Custom, 0, len(ids))
+	for _, id := range ids {
+		b := a.BYOMs[id]
+		switch {
+		case b == nil || b.State == events.BYOMDeleted:
+			return nil, apperr.New(apperr.InvalidModel, "custom_models entry %q is not a model of this account; see the custom group of GET /v1/models", truncate(id))
+		case !b.Usable():
+			return nil, apperr.New(apperr.InvalidModel, "custom_models entry %q is %s; enable it first", id, b.State)
+		}
+		out = append(out, Custom{
+			Ref:   events.ModelRef{Provider: events.ProviderCustom, ModelID: b.Model, CustomModel: id},
+			Reads: catalog.Reads{Images: b.Capabilities.Images, PDF: b.Capabilities.PDF},
+		})
+	}
+	return out, nil
+}
+
+// Active returns the account's usable models, for GET /v1/models.
+func (s *Service) Active(ctx context.Context, accountID string) ([]View, error) {
+	all, err := s.List(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(v View) bool { return v.State != events.BYOMActive && v.State != events.BYOMUnverified }), nil
+}
+
+type accountKey struct{}
+
+// WithAccount returns ctx carrying the account whose query runs, so that
+// Provider finds its models.
+func WithAccount(ctx context.Context, accountID string) context.Context {
+	return context.WithValue(ctx, accountKey{}, accountID)
+}
+
+// Provider returns the backend a query of the account in ctx calls
+// ref's model through, wrapped by Calls. A model that is no longer usable,
+// or whose key this process cannot decrypt, gives a bad_request
+// providers.Error that says so: the query records that model as failed,
+// and nothing runs in its place.
+func (s *Service) Provider(ctx context.Context, ref events.ModelRef) (providers.Provider, error) {
+	accountID, _ := ctx.Value(accountKey{}).(string)
+	fail := func(format string, args ...any) (providers.Provider, error) {
+		return nil, &providers.Error{Class: providers.ClassBadRequest, Message: fmt.Sprintf(format, args...)}
+	}
+	if accountID == "" {
+		return fail("the account of %s is not known to this run", ref.CustomModel)
+	}
+	a, err := s.account(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	b := a.BYOMs[ref.CustomModel]
+	switch {
+	case b == nil || b.State == events.BYOMDeleted:
+		return fail("%s was deleted", ref.CustomModel)
+	case !b.Usable():
+		return fail("%s is %s", ref.CustomModel, b.State)
+	}
+	keyID := ""
+	if b.Secret != nil {
+		keyID = b.Secret.KeyID
+	}
+	cacheKey := fmt.Sprintf("%s/%s/%d/%s", accountID, b.ModelID, b.Seq, keyID)
+	s.cacheOnce.Do(func() { s.cache = lru.New[string, providers.Provider](CachedBackends) })
+	var buildErr error
+	p := s.cache.GetOrAdd(cacheKey, func() providers.Provider {
+		conn, err := s.connection(accountID, b)
+		if err != nil {
+			s.Log.Error().Str("model", b.ModelID).Str("account_id", accountID).Str("key_id", keyID).
+				Msg("a customer-owned model's provider key cannot be decrypted with this process's key-encryption keys: the model fails, the rest are served")
+			buildErr = err
+			return nil
+		}
+		p, err := s.backend(context.WithoutCancel(ctx), conn)
+		if err != nil {
+			buildErr = fmt.Errorf("%s", scrub(err.Error(), conn))
+			return nil
+		}
+		if s.Calls != nil {
+			p = s.Calls(p)
+		}
+		return p
+	})
+	if p == nil {
+		s.cache.Delete(cacheKey)
+		return fail("%s cannot be started: %v", ref.CustomModel, buildErr)
+	}
+	return p, nil
+}

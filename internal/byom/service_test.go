@@ -1,0 +1,57 @@
+package byom
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/egress"
+)
+
+func testService(t testing.TB) *Service {
+	p, err := egress.ParseAllow(egress.Loopback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Service{Guard: &egress.Guard{Policy: p}}
+}
+
+func TestScrub(t *testing.T) {
+	c := Connection{APIKey: "sk-live-123456", Headers: map[string]string{"X-Org": "org-secret-9"}}
+	got := scrub("bad key sk-live-123456 for org-secret-9\n\x1b[31m"+strings.Repeat("x", 500), c)
+	if strings.Contains(got, "sk-live") || strings.Contains(got, "org-secret") || strings.ContainsAny(got, "\n\x1b") || len([]rune(got)) > MaxExcerpt+1 {
+		t.Fatalf("scrub = %q", got)
+	}
+}
+
+// FuzzConnectRequest: any body either decodes into a request that
+// validates, or is refused with invalid_request; a validated one is within
+// every bound.
+func FuzzConnectRequest(f *testing.F) {
+	f.Add(`{"name":"llama","kind":"openai-compatible","base_url":"http://127.0.0.1:11434/v1","model":"llama3"}`)
+	f.Add(`{"name":"a","kind":"azure-openai","base_url":"https://x.openai.azure.com/openai/deployments/d","model":"m","api_key":"k","api_version":"2024-10-21"}`)
+	f.Add(`{"name":"a","kind":"anthropic","base_url":"http://169.254.169.254","model":"m","api_key":"k"}`)
+	f.Add(`{"name":"a","kind":"gemini","base_url":"https://g.example","model":"m","api_key":"k","headers":{"Host":"x"}}`)
+	f.Add(`{"name":"\u202e","kind":"openai","base_url":"file:///etc","model":"m"}`)
+	s := testService(f)
+	f.Fuzz(func(t *testing.T, body string) {
+		var req ConnectRequest
+		if json.Unmarshal([]byte(body), &req) != nil {
+			return
+		}
+		err := s.validate(&req)
+		if err != nil {
+			if apperr.Code(err) != apperr.InvalidRequest {
+				t.Fatalf("code %q: %v", apperr.Code(err), err)
+			}
+			return
+		}
+		if req.Name == "" || len(req.BaseURL) > MaxURLLen || len(req.Model) > MaxModelLen || len(req.Headers) > MaxHeaders {
+			t.Fatalf("accepted out of bounds: %+v", req)
+		}
+		if _, err := s.Guard.Policy.CheckURL(req.BaseURL); err != nil {
+			t.Fatalf("accepted a refused base_url %q", req.BaseURL)
+		}
+	})
+}

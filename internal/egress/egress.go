@@ -1,0 +1,387 @@
+// Package egress guards the outbound connections to customer-owned model
+// hosts against server-side request forgery: a base URL must be http(s), and
+// every connection is checked against the address its host name resolves to
+// at that moment (so a name that changes its answer after the check, DNS
+// rebinding, gains nothing), redirects included. Cloud metadata addresses are
+// always refused; loopback, link-local, private and other non-public ranges
+// only pass when the operator's allow list names them.
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// ErrRefused is in the chain of every error the guard returns for a
+// destination it will not reach.
+var ErrRefused = errors.New("destination refused")
+
+// MaxAllowEntries bounds the entries of an allow list.
+const MaxAllowEntries = 256
+
+// metadataHosts are cloud metadata host names, refused whatever the allow list says.
+var metadataHosts = map[string]bool{
+	"metadata.google.internal":   true,
+	"metadata.goog":              true,
+	"metadata":                   true,
+	"instance-data":              true,
+	"instance-data.ec2.internal": true,
+	"metadata.azure.com":         true,
+	"metadata.tencentyun.com":    true,
+}
+
+// metadataAddrs are cloud metadata addresses (AWS, GCP, Azure, OpenStack,
+// DigitalOcean, Oracle: 169.254.169.254; AWS IPv6 fd00:ec2::254; AWS ECS task
+// metadata 169.254.170.2; Alibaba 100.100.100.200; Azure wire server
+// 168.63.129.16), refused whatever the allow list says.
+var metadataAddrs = map[netip.Addr]bool{
+	netip.MustParseAddr("169.254.169.254"): true,
+	netip.MustParseAddr("169.254.170.2"):   true,
+	netip.MustParseAddr("169.254.169.123"): true,
+	netip.MustParseAddr("fd00:ec2::254"):   true,
+	netip.MustParseAddr("100.100.100.200"): true,
+	netip.MustParseAddr("168.63.129.16"):   true,
+}
+
+// nonPublic are ranges beside the ones netip classifies (loopback, private,
+// link-local, multicast, unspecified) that no public host lives in.
+var nonPublic = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"), // carrier-grade NAT
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("198.51.100.0/24"),
+	netip.MustParsePrefix("203.0.113.0/24"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("100::/64"),
+	netip.MustParsePrefix("2001:db8::/32"),
+}
+
+// Policy is an allow list of non-public destinations. The zero Policy allows
+// public addresses only.
+type Policy struct {
+	nets  []netip.Prefix
+	hosts map[string]bool
+}
+
+// Loopback is the allow list of the embedded development default: the
+// machine's own loopback addresses and the name localhost.
+const Loopback = "127.0.0.0/8,::1/128,localhost"
+
+// ParseAllow parses a comma-separated allow list of CIDRs (10.0.0.0/8),
+// single addresses (192.168.1.20) and host names (ollama.lan). Host names
+// are compared case-insensitively, without a trailing dot. It fails on an
+// entry that is none of these, on a metadata address or name, and on more
+// than MaxAllowEntries entries.
+func ParseAllow(s string) (*Policy, error) {
+	p := &Policy{hosts: map[string]bool{}}
+	entries := strings.Split(s, ",")
+	if len(entries) > MaxAllowEntries {
+		return nil, fmt.Errorf("the allow list has %d entries; at most %d are allowed", len(entries), MaxAllowEntries)
+	}
+	for _, e := range entries {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		if pre, err := netip.ParsePrefix(e); err == nil {
+			p.nets = append(p.nets, pre.Masked())
+			continue
+		}
+		if a, err := netip.ParseAddr(e); err == nil {
+			a = a.Unmap()
+			if metadataAddrs[a] {
+				return nil, fmt.Errorf("allow list entry %q is a cloud metadata address, which is never allowed", e)
+			}
+			p.nets = append(p.nets, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		h := normalHost(e)
+		if !validHostName(h) {
+			return nil, fmt.Errorf("allow list entry %q is neither a CIDR, an IP address nor a host name", e)
+		}
+		if metadataHosts[h] {
+			return nil, fmt.Errorf("allow list entry %q is a cloud metadata host, which is never allowed", e)
+		}
+		p.hosts[h] = true
+	}
+	return p, nil
+}
+
+func normalHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
+
+func validHostName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Public reports whether a is a public unicast address.
+func Public(a netip.Addr) bool {
+	a = a.Unmap()
+	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
+		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() {
+		return false
+	}
+	if inner, ok := embedded(a); ok {
+		return Public(inner)
+	}
+	for _, p := range nonPublic {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	nat64  = netip.MustParsePrefix("64:ff9b::/96")
+	sixTo4 = netip.MustParsePrefix("2002::/16")
+)
+
+// embedded returns the IPv4 address a NAT64 or 6to4 address carries.
+func embedded(a netip.Addr) (netip.Addr, bool) {
+	b := a.As16()
+	switch {
+	case a.Is6() && nat64.Contains(a):
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+	case a.Is6() && sixTo4.Contains(a):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	}
+	return netip.Addr{}, false
+}
+
+// metadata reports whether a is (or carries) a cloud metadata address.
+func metadata(a netip.Addr) bool {
+	a = a.Unmap()
+	if inner, ok := embedded(a); ok {
+		a = inner
+	}
+	return metadataAddrs[a]
+}
+
+// CheckAddr decides whether a connection to a, reached through host name
+// host ("" for a literal address), may be made: a metadata address never; a
+// public address always; any other when the allow list names its range or
+// the host name. The error wraps ErrRefused and names the address.
+func (p *Policy) CheckAddr(host string, a netip.Addr) error {
+	a = a.Unmap()
+	if metadata(a) {
+		return fmt.Errorf("%w: %s is a cloud metadata address", ErrRefused, a)
+	}
+	if Public(a) {
+		return nil
+	}
+	if p != nil {
+		if host != "" && p.hosts[normalHost(host)] {
+			return nil
+		}
+		for _, n := range p.nets {
+			if n.Contains(a) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: %s is a loopback, link-local or private address; the operator can allow it with CROSSCHECK_BYOM_ALLOW", ErrRefused, a)
+}
+
+// CheckURL parses a base URL and checks what it can without resolving it:
+// the scheme is http or https, there is a host, no user information, and
+// the host is not a metadata name. A literal address is checked as CheckAddr
+// does.
+func (p *Policy) CheckURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the URL does not parse", ErrRefused)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("%w: the URL scheme must be http or https", ErrRefused)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("%w: the URL must not carry user information; send credentials as the API key or a header", ErrRefused)
+	}
+	host := u.Hostname()
+	if host == "" {
+		return nil, fmt.Errorf("%w: the URL has no host", ErrRefused)
+	}
+	if metadataHosts[normalHost(host)] {
+		return nil, fmt.Errorf("%w: %s is a cloud metadata host", ErrRefused, host)
+	}
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		if err := p.CheckAddr("", a); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
+}
+
+// Resolver looks up a host's addresses; net.DefaultResolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Guard dials only the destinations its Policy allows.
+type Guard struct {
+	Policy *Policy
+	// Resolver resolves host names; nil means net.DefaultResolver.
+	Resolver Resolver
+	// DialTimeout bounds each connection attempt; zero means 10 s.
+	DialTimeout time.Duration
+}
+
+// DialContext resolves addr's host, checks every address it resolves to and
+// connects to the first that passes. A name that resolves to any refused
+// address is refused as a whole, so a host cannot mix a public answer with a
+// private one.
+func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRefused, err)
+	}
+	if metadataHosts[normalHost(host)] {
+		return nil, fmt.Errorf("%w: %s is a cloud metadata host", ErrRefused, host)
+	}
+	var addrs []netip.Addr
+	name := host
+	if a, err := netip.ParseAddr(host); err == nil {
+		addrs, name = []netip.Addr{a}, ""
+	} else {
+		r := g.Resolver
+		if r == nil {
+			r = net.DefaultResolver
+		}
+		if addrs, err = r.LookupNetIP(ctx, "ip", host); err != nil {
+			return nil, fmt.Errorf("resolve %s: %w", host, err)
+		}
+		if len(addrs) == 0 {
+			return nil, fmt.Errorf("resolve %s: no address", host)
+		}
+	}
+	for _, a := range addrs {
+		if err := g.Policy.CheckAddr(name, a); err != nil {
+			return nil, err
+		}
+	}
+	d := net.Dialer{Timeout: g.DialTimeout}
+	if d.Timeout == 0 {
+		d.Timeout = 10 * time.Second
+	}
+	var last error
+	for _, a := range addrs {
+		c, err := d.DialContext(ctx, network, net.JoinHostPort(a.Unmap().String(), port))
+		if err == nil {
+			return c, nil
+		}
+		last = err
+	}
+	return nil, last
+}
+
+// MaxResponseBytes bounds the body of one response a guarded client reads:
+// a host that sends more fails the call instead of filling the memory.
+const MaxResponseBytes = 32 << 20
+
+// ErrTooLarge is in the chain of the read error of a body past its bound.
+var ErrTooLarge = errors.New("the response is larger than the service reads")
+
+// bounded bounds the response bodies of next.
+type bounded struct {
+	next http.RoundTripper
+	max  int64
+}
+
+func (b *bounded) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := b.next.RoundTrip(r)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	if resp.ContentLength > b.max {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, resp.ContentLength, b.max)
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, left: b.max}
+	return resp, nil
+}
+
+// limitedBody fails a read past its bound.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (l *limitedBody) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		// One byte more tells a body that ends exactly at the bound from
+		// one that goes on.
+		var one [1]byte
+		if n, _ := l.ReadCloser.Read(one[:]); n > 0 {
+			return 0, ErrTooLarge
+		}
+		return l.ReadCloser.Read(p)
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.ReadCloser.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+// MaxRedirects bounds the redirects a guarded client follows.
+const MaxRedirects = 3
+
+// Client returns an HTTP client whose every connection goes through g, with
+// no proxy from the environment (a proxy would connect on the client's
+// behalf, unchecked), redirects followed only within the same host, checked
+// again, and at most MaxRedirects of them, response bodies bounded by
+// MaxResponseBytes, and timeout bounding each request (zero: none beyond the caller's
+// context).
+func (g *Guard) Client(timeout time.Duration) *http.Client {
+	tr := &http.Transport{
+		Proxy:                  nil,
+		DialContext:            g.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           16,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ResponseHeaderTimeout:  5 * time.Minute,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	return &http.Client{
+		Transport: &bounded{next: tr, max: MaxResponseBytes},
+		Timeout:   timeout,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= MaxRedirects {
+				return fmt.Errorf("%w: more than %d redirects", ErrRefused, MaxRedirects)
+			}
+			// Another host would receive the headers that carry the
+			// customer's key (x-api-key, api-key): only the same host.
+			if req.URL.Host != via[0].URL.Host {
+				return fmt.Errorf("%w: a redirect to another host (%s)", ErrRefused, req.URL.Hostname())
+			}
+			_, err := g.Policy.CheckURL(req.URL.String())
+			return err
+		},
+	}
+}

@@ -1,0 +1,246 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// fakeResolver answers from a table; a name it does not know fails.
+type fakeResolver map[string][]string
+
+func (f fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, s := range f[host] {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	if out == nil {
+		return nil, errors.New("no such host")
+	}
+	return out, nil
+}
+
+func TestCheckAddr(t *testing.T) {
+	none, _ := ParseAllow("")
+	private, err := ParseAllow("10.0.0.0/8, 172.16.0.0/12,192.168.0.0/16,127.0.0.0/8,::1/128,fc00::/7,169.254.0.0/16,fe80::/10,ollama.lan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, _ := ParseAllow(Loopback)
+	cases := []struct {
+		addr, host string
+		policy     *Policy
+		name       string
+		ok         bool
+	}{
+		{"8.8.8.8", "", none, "none", true},
+		{"2606:4700:4700::1111", "", none, "none", true},
+		{"127.0.0.1", "", none, "none", false},
+		{"::1", "", none, "none", false},
+		{"10.1.2.3", "", none, "none", false},
+		{"172.20.0.1", "", none, "none", false},
+		{"192.168.1.10", "", none, "none", false},
+		{"169.254.10.10", "", none, "none", false},
+		{"fe80::1", "", none, "none", false},
+		{"fc00::1", "", none, "none", false},
+		{"0.0.0.0", "", none, "none", false},
+		{"::", "", none, "none", false},
+		{"100.64.0.1", "", none, "none", false},
+		{"224.0.0.1", "", none, "none", false},
+		{"::ffff:127.0.0.1", "", none, "none", false},
+		{"::ffff:10.0.0.1", "", none, "none", false},
+		{"64:ff9b::a00:1", "", none, "none", false}, // NAT64 of 10.0.0.1
+		{"2002:7f00:1::", "", none, "none", false},  // 6to4 of 127.0.0.1
+		{"169.254.169.254", "", none, "none", false},
+		{"169.254.169.254", "", private, "private", false},
+		{"::ffff:169.254.169.254", "", private, "private", false},
+		{"64:ff9b::a9fe:a9fe", "", private, "private", false}, // NAT64 of 169.254.169.254
+		{"fd00:ec2::254", "", private, "private", false},
+		{"169.254.170.2", "", private, "private", false},
+		{"100.100.100.200", "", private, "private", false},
+		{"10.1.2.3", "", private, "private", true},
+		{"192.168.1.10", "", private, "private", true},
+		{"127.0.0.1", "", private, "private", true},
+		{"169.254.10.10", "", private, "private", true},
+		{"fe80::1", "", private, "private", true},
+		{"127.0.0.1", "", loop, "loopback", true},
+		{"::1", "", loop, "loopback", true},
+		{"10.0.0.1", "", loop, "loopback", false},
+		{"192.168.5.5", "ollama.lan", private, "private", true},
+		{"100.64.0.9", "ollama.lan", private, "private", true},
+		{"100.64.0.9", "other.lan", private, "private", false},
+	}
+	for _, c := range cases {
+		err := c.policy.CheckAddr(c.host, netip.MustParseAddr(c.addr))
+		if (err == nil) != c.ok {
+			t.Errorf("CheckAddr(%q via %q) with %s allow list: err = %v, want allowed %v", c.addr, c.host, c.name, err, c.ok)
+		}
+		if err != nil && !errors.Is(err, ErrRefused) {
+			t.Errorf("CheckAddr(%q): %v is not ErrRefused", c.addr, err)
+		}
+	}
+}
+
+func TestCheckURL(t *testing.T) {
+	private, _ := ParseAllow("10.0.0.0/8,127.0.0.0/8")
+	cases := []struct {
+		url string
+		ok  bool
+	}{
+		{"https://api.example.com/v1", true},
+		{"http://10.0.0.5:11434/v1", true},
+		{"http://127.0.0.1:11434/v1", true},
+		{"http://192.168.0.1/v1", false},
+		{"ftp://api.example.com", false},
+		{"file:///etc/passwd", false},
+		{"gopher://127.0.0.1", false},
+		{"https://user:pw@api.example.com", false},
+		{"https:///v1", false},
+		{"http://169.254.169.254/latest/meta-data", false},
+		{"http://[fd00:ec2::254]/", false},
+		{"http://metadata.google.internal/computeMetadata/v1", false},
+		{"http://METADATA.GOOGLE.INTERNAL./", false},
+		{"::not a url", false},
+	}
+	for _, c := range cases {
+		_, err := private.CheckURL(c.url)
+		if (err == nil) != c.ok {
+			t.Errorf("CheckURL(%q) = %v, want allowed %v", c.url, err, c.ok)
+		}
+	}
+}
+
+func TestParseAllowRefuses(t *testing.T) {
+	for _, s := range []string{"169.254.169.254", "metadata.google.internal", "not a host!", "10.0.0.0/99"} {
+		if _, err := ParseAllow(s); err == nil {
+			t.Errorf("ParseAllow(%q) accepted", s)
+		}
+	}
+	if _, err := ParseAllow(strings.Repeat("a.b,", MaxAllowEntries+1)); err == nil {
+		t.Error("ParseAllow accepted more than MaxAllowEntries entries")
+	}
+}
+
+// TestDialRebinding: the check is made on every connection against the
+// address the name resolves to then, so a name that turns private after
+// passing once is refused.
+func TestDialRebinding(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	port := u.Port()
+	res := fakeResolver{"model.example": {"127.0.0.1"}}
+	loop, _ := ParseAllow("model.example")
+	g := &Guard{Policy: loop, Resolver: res}
+	c := g.Client(0)
+	c.Transport.(*bounded).next.(*http.Transport).DisableKeepAlives = true
+	resp, err := c.Get("http://model.example:" + port + "/")
+	if err != nil {
+		t.Fatalf("allowed host name: %v", err)
+	}
+	resp.Body.Close()
+	// The same name now answers with an address the policy refuses.
+	g.Policy, _ = ParseAllow("")
+	if _, err := c.Get("http://model.example:" + port + "/"); !errors.Is(err, ErrRefused) {
+		t.Fatalf("rebound name: err = %v, want ErrRefused", err)
+	}
+	res["meta.example"] = []string{"169.254.169.254"}
+	if _, err := c.Get("http://meta.example/"); !errors.Is(err, ErrRefused) {
+		t.Fatalf("name of a metadata address: err = %v, want ErrRefused", err)
+	}
+	res["mixed.example"] = []string{"93.184.216.34", "10.0.0.1"}
+	if _, err := c.Get("http://mixed.example/"); !errors.Is(err, ErrRefused) {
+		t.Fatalf("name with one private answer: err = %v, want ErrRefused", err)
+	}
+}
+
+// TestRedirects: a redirect to another host, or to a refused address, is
+// not followed.
+func TestRedirects(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/meta":
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+		case "/other":
+			http.Redirect(w, r, "http://localhost:1/", http.StatusFound)
+		case "/same":
+			http.Redirect(w, r, "/ok", http.StatusFound)
+		default:
+			w.WriteHeader(204)
+		}
+	}))
+	defer srv.Close()
+	loop, _ := ParseAllow(Loopback)
+	c := (&Guard{Policy: loop}).Client(0)
+	for _, p := range []string{"/meta", "/other"} {
+		if _, err := c.Get(srv.URL + p); !errors.Is(err, ErrRefused) {
+			t.Errorf("GET %s: err = %v, want ErrRefused", p, err)
+		}
+	}
+	resp, err := c.Get(srv.URL + "/same")
+	if err != nil || resp.StatusCode != 204 {
+		t.Fatalf("same-host redirect: %v", err)
+	}
+	resp.Body.Close()
+}
+
+func FuzzParseAllow(f *testing.F) {
+	for _, s := range []string{"", Loopback, "10.0.0.0/8,ollama.lan", "169.254.169.254", "::1", "a..b", "x/33"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParseAllow(s)
+		if err != nil {
+			return
+		}
+		if p.CheckAddr("", netip.MustParseAddr("169.254.169.254")) == nil {
+			t.Fatalf("allow list %q lets the metadata address through", s)
+		}
+	})
+}
+
+// TestResponseBounded: a body past MaxResponseBytes fails its read, with or
+// without a Content-Length.
+func TestResponseBounded(t *testing.T) {
+	big := strings.Repeat("x", 1024)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/chunked" {
+			w.(http.Flusher).Flush()
+		} else {
+			w.Header().Set("Content-Length", fmt.Sprint(2*len(big)))
+		}
+		io.WriteString(w, big+big)
+	}))
+	defer srv.Close()
+	loop, _ := ParseAllow(Loopback)
+	c := (&Guard{Policy: loop}).Client(0)
+	c.Transport.(*bounded).max = int64(len(big))
+	if _, err := c.Get(srv.URL + "/sized"); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("sized: %v", err)
+	}
+	resp, err := c.Get(srv.URL + "/chunked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("chunked: %v", err)
+	}
+	c.Transport.(*bounded).max = int64(2 * len(big))
+	resp, err = c.Get(srv.URL + "/chunked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || len(b) != 2*len(big) {
+		t.Fatalf("a body at the bound: %d bytes, %v", len(b), err)
+	}
+}
