@@ -61,6 +61,29 @@ func (a *azure) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		openaitest.WriteError(w, s.Status, s.Message, s.RetryAfter)
 	case contract.KindJSON:
 		openaitest.WriteJSON(w, completion(s.JSON, s.Usage))
+	case contract.KindToolCall:
+		offered := map[string]bool{}
+		tools, _ := a.LastBody()["tools"].([]any)
+		for _, t := range tools {
+			m, _ := t.(map[string]any)
+			fn, _ := m["function"].(map[string]any)
+			name, _ := fn["name"].(string)
+			offered[name] = m["type"] == "function"
+		}
+		var calls []any
+		for _, c := range s.ToolCalls {
+			if !offered[c.Name] {
+				openaitest.WriteError(w, http.StatusBadRequest, "the request does not offer the function tool "+c.Name, 0)
+				return
+			}
+			calls = append(calls, map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+		}
+		res := completion("", s.Usage)
+		choice := res["choices"].([]any)[0].(map[string]any)
+		choice["finish_reason"] = "tool_calls"
+		msg := choice["message"].(map[string]any)
+		msg["content"], msg["tool_calls"] = nil, calls
+		openaitest.WriteJSON(w, res)
 	default:
 		openaitest.WriteJSON(w, completion(s.Text, s.Usage))
 	}
