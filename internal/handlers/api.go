@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/crosscheck/crosscheck/apiv1"
 	"github.com/crosscheck/crosscheck/internal/accounts"
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/catalog"
@@ -166,14 +167,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 // SubmitResponse is the 202 body of POST /v1/queries.
-type SubmitResponse struct {
-	RequestID          string `json:"request_id"`
-	Object             string `json:"object"`
-	Status             string `json:"status"`
-	IdempotentReplayed bool   `json:"idempotent_replayed"`
-	PollURL            string `json:"poll_url"`
-	StreamURL          string `json:"stream_url"`
-}
+type SubmitResponse = apiv1.Accepted
 
 // readQuery reads a query request body, bounded in size and in time (the
 // server's read timeout), and refuses one that is not valid UTF-8.
@@ -303,30 +297,10 @@ func recoverer(next http.Handler) http.Handler {
 }
 
 // EstimateResponse is the body of POST /v1/estimate-cost. Amounts are credits.
-type EstimateResponse struct {
-	Object           string         `json:"object"`
-	Mode             string         `json:"mode"`
-	EstimatedCredits float64        `json:"estimated_credits"`
-	MarginPercent    int            `json:"margin_percent"`
-	Calls            []EstimateCall `json:"calls"`
-	Balance          float64        `json:"balance"`
-	Reserved         float64        `json:"reserved"`
-	MonthlyCap       *float64       `json:"monthly_cap"`
-	SpentThisMonth   float64        `json:"spent_this_month"`
-	Sufficient       bool           `json:"sufficient"`
-	WithinCap        bool           `json:"within_cap"`
-}
+type EstimateResponse = apiv1.Estimate
 
 // EstimateCall is one model call of an estimate.
-type EstimateCall struct {
-	Provider     string  `json:"provider"`
-	ModelID      string  `json:"model_id"`
-	CustomModel  string  `json:"custom_model,omitempty"`
-	Role         string  `json:"role"`
-	InputTokens  int     `json:"input_tokens"`
-	OutputTokens int     `json:"output_tokens"`
-	Credits      float64 `json:"credits"`
-}
+type EstimateCall = apiv1.EstimateCall
 
 func (s *Server) estimate(w http.ResponseWriter, r *http.Request) {
 	body, err := readQuery(w, r)

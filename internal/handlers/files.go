@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/crosscheck/crosscheck/apiv1"
 	"github.com/crosscheck/crosscheck/internal/accounts"
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/files"
@@ -49,25 +50,10 @@ const (
 const maxFieldBytes = 1024
 
 // FileObject is a file as the API shows it.
-type FileObject struct {
-	FileID     string         `json:"file_id"`
-	Object     string         `json:"object"`
-	Name       string         `json:"name"`
-	Kind       string         `json:"kind"`
-	MediaType  string         `json:"media_type"`
-	Bytes      int64          `json:"bytes"`
-	SHA256     string         `json:"sha256"`
-	CreatedAt  time.Time      `json:"created_at"`
-	ExpiresAt  time.Time      `json:"expires_at"`
-	Extraction FileExtraction `json:"extraction"`
-}
+type FileObject = apiv1.File
 
 // FileExtraction is what text extraction produced for a file.
-type FileExtraction struct {
-	Pages     int  `json:"pages"`
-	Chars     int  `json:"chars"`
-	Truncated bool `json:"truncated"`
-}
+type FileExtraction = apiv1.FileExtraction
 
 // FileList is the body of GET /v1/files.
 type FileList struct {

@@ -9,18 +9,14 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/crosscheck/crosscheck/apiv1"
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/projections"
 )
 
 // Progress is the data of an SSE progress event.
-type Progress struct {
-	RequestID       string `json:"request_id"`
-	Stage           string `json:"stage"`
-	ProgressPercent int    `json:"progress_percent"`
-	Message         string `json:"message,omitempty"`
-}
+type Progress = apiv1.Progress
 
 // StreamError is the data of an SSE error event: the envelope plus the query.
 type StreamError struct {
