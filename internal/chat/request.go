@@ -285,7 +285,7 @@ func (r *Request) decodeTools(tools []json.RawMessage, choice json.RawMessage) e
 		if t.Type != "function" {
 			return invalid(apperr.InvalidRequest, fmt.Sprintf("tools[%d].type", i), "tools[%d].type must be \"function\"", i)
 		}
-		if !validToolName(t.Function.Name) {
+		if !events.ValidToolName(t.Function.Name) {
 			return invalid(apperr.InvalidRequest, fmt.Sprintf("tools[%d].function.name", i), "tools[%d].function.name must be 1 to 64 letters, digits, underscores or dashes", i)
 		}
 		if names[t.Function.Name] {
@@ -329,18 +329,6 @@ func (r *Request) decodeTools(tools []json.RawMessage, choice json.RawMessage) e
 	}
 	r.ToolChoice = named.Function.Name
 	return nil
-}
-
-func validToolName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // turn is one message of the conversation as text.

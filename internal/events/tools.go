@@ -14,6 +14,20 @@ type Tool struct {
 	Parameters  string `json:"parameters,omitempty"`
 }
 
+// ValidToolName reports whether s can name a tool: 1 to 64 letters,
+// digits, underscores and hyphens, as the vendors' function names allow.
+func ValidToolName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // ToolCall is a call of an offered tool: by a model (its proposal), or by
 // the query's answer (the calls the models agreed on). Arguments is a JSON
 // text.

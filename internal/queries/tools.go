@@ -36,7 +36,7 @@ func decodeTools(raw, choice json.RawMessage, r *Request) error {
 			return apperr.New(apperr.InvalidRequest, "tools has %d entries; at most %d", len(tools), MaxTools)
 		}
 		for i, t := range tools {
-			if !validToolName(t.Name) {
+			if !events.ValidToolName(t.Name) {
 				return apperr.New(apperr.InvalidRequest, "tools[%d].name must be 1 to 64 letters, digits, underscores or dashes", i)
 			}
 			if slices.ContainsFunc(r.Tools, func(o events.Tool) bool { return o.Name == t.Name }) {
@@ -76,16 +76,4 @@ func decodeTools(raw, choice json.RawMessage, r *Request) error {
 		return apperr.New(apperr.InvalidRequest, "%s", fmt.Sprintf("tool_choice %q is not auto, none, required or the name of an offered tool", truncate(r.ToolChoice)))
 	}
 	return nil
-}
-
-func validToolName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
