@@ -74,7 +74,7 @@ func (s *Service) Rollover(a *events.Account) ([]events.Event, error) {
 // Account returns a view of the account with id, or not_found. Plan credits
 // that are due are granted first.
 func (s *Service) Account(ctx context.Context, id string) (*AccountView, error) {
-	if !validID(id) {
+	if !events.ValidPrefixedID("acct", id) {
 		return nil, apperr.New(apperr.NotFound, "no account %q", id)
 	}
 	var out *AccountView
@@ -298,18 +298,6 @@ var readKey = projections.GetKey
 
 // dummyHash keeps verification of an unknown fingerprint as slow as a known one.
 var dummyHash = keys.Generate().SecretHash()
-
-func validID(id string) bool {
-	if !strings.HasPrefix(id, "acct_") || len(id) != 31 {
-		return false
-	}
-	for _, c := range id[5:] {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z') {
-			return false
-		}
-	}
-	return true
-}
 
 func copyKey(k *events.Key) *events.Key {
 	if k == nil {

@@ -128,17 +128,7 @@ func viewOf(b *events.BYOM) View {
 func NewModelID() string { return "byom_" + strings.ToLower(events.NewID()) }
 
 // ValidModelID reports whether id has the form of a BYOM id.
-func ValidModelID(id string) bool {
-	if !strings.HasPrefix(id, "byom_") || len(id) != 31 {
-		return false
-	}
-	for _, c := range id[5:] {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z') {
-			return false
-		}
-	}
-	return true
-}
+func ValidModelID(id string) bool { return events.ValidPrefixedID("byom", id) }
 
 func aad(accountID, modelID string) []byte { return []byte(accountID + "/" + modelID) }
 
@@ -345,7 +335,7 @@ func (s *Service) Connect(ctx context.Context, accountID string, req ConnectRequ
 // account reads the account's current state: its models as of its latest
 // event, or not_found for an account that does not exist.
 func (s *Service) account(ctx context.Context, accountID string) (*events.Account, error) {
-	if !validAccountID(accountID) {
+	if !events.ValidPrefixedID("acct", accountID) {
 		return nil, apperr.New(apperr.NotFound, "no account %q", truncate(accountID))
 	}
 	var a *events.Account
@@ -358,18 +348,6 @@ func (s *Service) account(ctx context.Context, accountID string) (*events.Accoun
 		err = apperr.New(apperr.NotFound, "no account %q", accountID)
 	}
 	return a, err
-}
-
-func validAccountID(id string) bool {
-	if !strings.HasPrefix(id, "acct_") || len(id) != 31 {
-		return false
-	}
-	for _, c := range id[5:] {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z') {
-			return false
-		}
-	}
-	return true
 }
 
 // copyAccountBYOMs copies what this package reads of an account, so no

@@ -64,6 +64,22 @@ func Filter(aggregate, id string) string { return "ev." + aggregate + "." + id +
 // NewID returns a new ULID string.
 func NewID() string { return ulid.Make().String() }
 
+// ValidPrefixedID reports whether id is prefix, an underscore and a new id
+// in lower case (26 digits and lower-case letters), the form of the ids of
+// accounts (acct_) and customer-owned models (byom_).
+func ValidPrefixedID(prefix, id string) bool {
+	rest, ok := strings.CutPrefix(id, prefix+"_")
+	if !ok || len(rest) != 26 {
+		return false
+	}
+	for _, c := range rest {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}
+
 // Wrap puts ev into a new envelope for the aggregate instance id.
 func Wrap(aggregate, id string, ev Event, now time.Time) (Envelope, error) {
 	data, err := json.Marshal(ev)
