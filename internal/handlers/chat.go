@@ -21,8 +21,11 @@ import (
 )
 
 // chatWait bounds how long a chat completion that does not stream waits for
-// its query; the query goes on after it, at /v1/queries/{id}.
-const chatWait = 10 * time.Minute
+// its query; the query goes on after it, at /v1/queries/{id}. It is under
+// the 10 minutes OpenAI's Python and Node clients wait by default, so that
+// they get the answer (which tells them not to retry) before they time out
+// and retry on their own with a new query.
+const chatWait = 9 * time.Minute
 
 // requestIDHeader gives every response an x-request-id: a new request id,
 // which a chat completion replaces with its query's.

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -64,5 +65,17 @@ func TestChatGivingUpOnASubmittedQueryIsNotRetriedWithoutAKey(t *testing.T) {
 		if w.Code != 503 || w.Header().Get("X-Should-Retry") != tc.want {
 			t.Errorf("%s: %d, x-should-retry %q; want 503 and %q", tc.name, w.Code, w.Header().Get("X-Should-Retry"), tc.want)
 		}
+	}
+}
+
+// A completion that does not stream answers before the 10 minutes that
+// OpenAI's Python and Node clients wait by default: a client that timed out
+// first would retry on its own, and without an Idempotency-Key each retry
+// is a new query, charged again. The answer (503, x-should-retry: false)
+// stops that.
+func TestChatWaitEndsBeforeTheOpenAIClientsTimeOut(t *testing.T) {
+	const clientTimeout = 10 * time.Minute
+	if chatWait > clientTimeout-30*time.Second {
+		t.Fatalf("chatWait is %s; want it at least 30 s under OpenAI's clients' default timeout of %s", chatWait, clientTimeout)
 	}
 }
