@@ -458,3 +458,17 @@ func TestChatCompletionOfACancelledQuery(t *testing.T) {
 		"a cancelled completion: %v", err)
 	must(t, tr.n.Load() == 1, "the cancelled completion was sent %d times", tr.n.Load())
 }
+
+// OpenAI's clients list and read models with GET /v1/models; a refused key
+// there is an error in their shape too (type beside code), as on the chat
+// completions.
+func TestChatModelsRefusalInOpenAIShape(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	bad := h.openAIClient("xchk_AAAAAAAA"+strings.Repeat("b", 32), nil)
+	var apiErr *openai.Error
+	_, err := bad.Models.List(context.Background())
+	must(t, errors.As(err, &apiErr) && apiErr.StatusCode == 401 && apiErr.Code == "invalid_api_key" && apiErr.Type == "authentication_error", "list with a bad key: %v", err)
+	_, err = bad.Models.Get(context.Background(), "svc-unify")
+	must(t, errors.As(err, &apiErr) && apiErr.StatusCode == 401 && apiErr.Code == "invalid_api_key" && apiErr.Type == "authentication_error", "get with a bad key: %v", err)
+}
