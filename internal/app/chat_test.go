@@ -421,3 +421,54 @@ func TestChatContentPartsAttachFiles(t *testing.T) {
 	e, _ := r.json(t)["error"].(map[string]any)
 	must(t, r.status == 400 && e["code"] == "invalid_request" && e["param"] == "messages[0].content[0].image_url.url" && e["type"] == "invalid_request_error", "web image: %d %s", r.status, r.body)
 }
+
+// A completion whose query its owner cancels answers the query's error
+// cancelled as a 409 that OpenAI's clients do not retry, not as a server
+// error: the service did not fail, the query was stopped on purpose.
+func TestChatCompletionOfACancelledQuery(t *testing.T) {
+	t.Parallel()
+	probe := newCancelProbe(events.StepRevise)
+	h := newHarness(t, withProviders(probe.set))
+	t.Cleanup(probe.free)
+	key := h.newKey()
+	tr := &countingTransport{}
+	client := h.openAIClient(key, tr)
+	params := userMessage("cancel this completion: the Moon")
+	params.Model = "svc-justify"
+	errc := make(chan error, 1)
+	go func() {
+		_, err := client.Chat.Completions.New(context.Background(), params)
+		errc <- err
+	}()
+	eventually(t, 30*time.Second, "the revisions to be called", func() bool { return probe.held.Load() > 0 })
+	var id string
+	eventually(t, 30*time.Second, "the completion's query to be listed", func() bool {
+		r := h.api("GET", "/v1/queries", key, nil)
+		if id, _ = jsonPath(r.json(t), "data", 0, "request_id").(string); id != "" {
+			return true
+		}
+		return false
+	})
+	r := h.api("POST", "/v1/queries/"+id+"/cancel", key, nil)
+	must(t, r.status == 202, "cancel: %d %s", r.status, r.body)
+	probe.free()
+	err := <-errc
+	var apiErr *openai.Error
+	must(t, errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusConflict && apiErr.Code == "cancelled" && apiErr.Type == "conflict_error",
+		"a cancelled completion: %v", err)
+	must(t, tr.n.Load() == 1, "the cancelled completion was sent %d times", tr.n.Load())
+}
+
+// OpenAI's clients list and read models with GET /v1/models; a refused key
+// there is an error in their shape too (type beside code), as on the chat
+// completions.
+func TestChatModelsRefusalInOpenAIShape(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	bad := h.openAIClient("xchk_AAAAAAAA"+strings.Repeat("b", 32), nil)
+	var apiErr *openai.Error
+	_, err := bad.Models.List(context.Background())
+	must(t, errors.As(err, &apiErr) && apiErr.StatusCode == 401 && apiErr.Code == "invalid_api_key" && apiErr.Type == "authentication_error", "list with a bad key: %v", err)
+	_, err = bad.Models.Get(context.Background(), "svc-unify")
+	must(t, errors.As(err, &apiErr) && apiErr.StatusCode == 401 && apiErr.Code == "invalid_api_key" && apiErr.Type == "authentication_error", "get with a bad key: %v", err)
+}

@@ -47,7 +47,7 @@ const Usage = `  crosscheck ask [--mode unify|justify|verify] [--model provider=
                        submit a query, show its progress, print its result
   crosscheck watch <id>     follow a query to its end and print its result
   crosscheck status <id>    print a query as it is now
-  crosscheck list [--status s] [--mode m] [--limit n] [--all]
+  crosscheck list [--status s] [--mode m] [--limit n] [--after cursor] [--all]
                        list your queries, newest first
   crosscheck cancel <id>    stop a running query
   crosscheck estimate [ask's flags] "prompt"   price a query without running it
@@ -184,6 +184,7 @@ func (r *runner) run(ctx context.Context, cmd string, args []string) error {
 		fs.StringVar(&list.Status, "status", "", "only queries with this status")
 		fs.StringVar(&list.Mode, "mode", "", "only queries of this mode")
 		fs.IntVar(&list.Limit, "limit", 20, "queries per page (1 to 100)")
+		fs.StringVar(&list.After, "after", "", "the cursor of the next page, as a page ends")
 		fs.BoolVar(&all, "all", false, "every page")
 	}
 	pos, err := parse(fs, args)

@@ -332,3 +332,41 @@ func pollUntil(t *testing.T, within time.Duration, what string, cond func() bool
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// list against the real service: a page ends with the command that lists
+// the next one, which lists the rest with the same filters.
+func TestListPagesAgainstTheService(t *testing.T) {
+	_, key, err := service.NewAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 3 {
+		code, out, errOut := runCLI(t, service.URL, key, "ask", "--json", fmt.Sprintf("page me %d", i))
+		if code != 0 {
+			t.Fatalf("ask: %d %s %s", code, out, errOut)
+		}
+		var q apiv1.Query
+		if err := json.Unmarshal([]byte(out), &q); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, q.RequestID)
+	}
+	pollUntil(t, 30*time.Second, "the list to show the three queries", func() bool {
+		_, out, _ := runCLI(t, service.URL, key, "list", "--json")
+		return strings.Count(out, `"request_id"`) == 3
+	})
+	code, out, errOut := runCLI(t, service.URL, key, "list", "--limit", "2", "--mode", "unify")
+	if code != 0 || !strings.Contains(out, ids[2]) || !strings.Contains(out, ids[1]) || strings.Contains(out, ids[0]) {
+		t.Fatalf("first page: %d\n%s%s", code, out, errOut)
+	}
+	_, hint, ok := strings.Cut(out, "more: ")
+	if !ok {
+		t.Fatalf("no hint of the next page:\n%s", out)
+	}
+	args := strings.Fields(strings.TrimPrefix(strings.TrimSpace(strings.SplitN(hint, "\n", 2)[0]), "crosscheck "))
+	code, out, errOut = runCLI(t, service.URL, key, args...)
+	if code != 0 || !strings.Contains(out, ids[0]) || strings.Contains(out, ids[1]) || strings.Contains(out, "more: ") {
+		t.Fatalf("the next page (%v): %d\n%s%s", args, code, out, errOut)
+	}
+}

@@ -219,7 +219,23 @@ func (r *runner) list(ctx context.Context, opts client.ListOptions, all bool) er
 		return err
 	}
 	if next != nil {
-		fmt.Fprintf(r.Stdout, "more: crosscheck list --all, or the API's after=%s\n", *next)
+		fmt.Fprintf(r.Stdout, "more: crosscheck list%s --after %s\n", listFlags(opts), *next)
 	}
 	return nil
+}
+
+// listFlags are the flags of a list command that lists with opts, but for
+// --after: those that the next page's command repeats.
+func listFlags(opts client.ListOptions) string {
+	var b strings.Builder
+	if opts.Status != "" {
+		fmt.Fprintf(&b, " --status %s", opts.Status)
+	}
+	if opts.Mode != "" {
+		fmt.Fprintf(&b, " --mode %s", opts.Mode)
+	}
+	if opts.Limit != 0 {
+		fmt.Fprintf(&b, " --limit %d", opts.Limit)
+	}
+	return b.String()
 }

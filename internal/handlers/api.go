@@ -92,8 +92,6 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/queries/{id}", s.get)
 		r.Post("/queries/{id}/cancel", s.cancel)
 		r.With(s.boundStreams, longLived(s.streamWindow)).Get("/queries/{id}/stream", s.stream)
-		r.Get("/models", s.models)
-		r.Get("/models/{id}", s.model)
 		r.Post("/estimate-cost", s.estimate)
 		r.Post("/files", s.upload)
 		r.Get("/files", s.listFiles)
@@ -101,6 +99,9 @@ func (s *Server) Handler() http.Handler {
 		r.Delete("/files/{id}", s.deleteFile)
 	})
 	r.With(s.chatAuth, longLived(s.streamWindow)).Post("/v1/chat/completions", s.chatCompletions)
+	// OpenAI's clients read the models too: a refusal in the chat door's shape.
+	r.With(s.chatAuth).Get("/v1/models", s.models)
+	r.With(s.chatAuth).Get("/v1/models/{id}", s.model)
 	r.NotFound(s.noRoute)
 	r.MethodNotAllowed(s.noMethod)
 	return r

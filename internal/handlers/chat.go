@@ -21,8 +21,11 @@ import (
 )
 
 // chatWait bounds how long a chat completion that does not stream waits for
-// its query; the query goes on after it, at /v1/queries/{id}.
-const chatWait = 10 * time.Minute
+// its query; the query goes on after it, at /v1/queries/{id}. It is under
+// the 10 minutes OpenAI's Python and Node clients wait by default, so that
+// they get the answer (which tells them not to retry) before they time out
+// and retry on their own with a new query.
+const chatWait = 9 * time.Minute
 
 // requestIDHeader gives every response an x-request-id: a new request id,
 // which a chat completion replaces with its query's.
@@ -266,10 +269,12 @@ func toolCallsOf(doc *projections.QueryDoc) []chat.ToolCall {
 
 // chatError writes err in the shape OpenAI's clients parse. An answer
 // with a retry advice carries Retry-After and retry-after-ms. A 409, an
-// error that is not retriable, and the failure of the completion's query
-// carry x-should-retry: false: OpenAI's clients retry 409 and 5xx on their
-// own, and a retry of a failed query is a new query, charged again for the
-// calls it makes, which is the caller's decision.
+// error that is not retriable, the failure of the completion's query, and
+// any error after the query was submitted by a request without an
+// Idempotency-Key carry x-should-retry: false: OpenAI's clients retry 409
+// and 5xx on their own, and such a retry is a new query, charged again for
+// the calls it makes (the first one goes on), which is the caller's
+// decision. With a key, a retry finds the same query.
 func (s *Server) chatError(w http.ResponseWriter, r *http.Request, err error, requestID string) {
 	e := apperr.From(err)
 	s.logAnswered(r, err, e, requestID)
@@ -279,7 +284,8 @@ func (s *Server) chatError(w http.ResponseWriter, r *http.Request, err error, re
 		h.Set("Retry-After", strconv.Itoa(ra))
 		h.Set("Retry-After-Ms", strconv.Itoa(ra*1000))
 	}
-	if status == http.StatusConflict || !e.Retriable() || queryFailed(e, requestID) {
+	_, hasKey := r.Header["Idempotency-Key"]
+	if status == http.StatusConflict || !e.Retriable() || queryFailed(e, requestID) || (requestID != "" && !hasKey) {
 		h.Set("X-Should-Retry", "false")
 	}
 	writeJSON(w, status, chat.NewError(Envelope(e, requestID, s.DocsURL).Error, status, e.Param))

@@ -31,6 +31,11 @@ func Status(code string) int {
 		return http.StatusTooManyRequests
 	case apperr.IdempotencyConflict, apperr.InvalidTransition, apperr.QueryEnded:
 		return http.StatusConflict
+	case apperr.Cancelled:
+		// Only the chat door answers a query's own error as its status: a
+		// query its owner cancelled conflicts with the completion, it is no
+		// failure of the service.
+		return http.StatusConflict
 	case apperr.InvalidAPIKey, apperr.KeyRevoked, apperr.InvalidAdminToken:
 		return http.StatusUnauthorized
 	case apperr.KeySuspended, apperr.KeyDisabled:
