@@ -47,8 +47,12 @@ func (m *Main) openBYOM() error {
 	}
 	m.BYOM = &byom.Service{
 		Accounts: m.Accounts, Keyring: ring, Guard: &egress.Guard{Policy: policy}, Log: m.Log,
+		// Counted and traced under the provider key of the customers'
+		// models, so that their calls are customer-billed and no
+		// customer's model name becomes a label value.
 		Calls: func(p providers.Provider) providers.Provider {
-			return registry.Calls(providers.Set{"byom": p}, m.RetryDelays, m.Config.ModelTimeout)["byom"]
+			set := providers.Set{providers.CustomProvider: p}
+			return registry.Calls(set, m.RetryDelays, m.Config.ModelTimeout)[providers.CustomProvider]
 		},
 	}
 	return nil

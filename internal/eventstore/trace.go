@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -39,11 +38,24 @@ func (c headerCarrier) Keys() []string {
 	return out
 }
 
+// traceContext is the propagator of the message headers: the W3C trace
+// context only. Baggage, which a client may send with its request, is never
+// written beside an event, nor read back from one.
+var traceContext = propagation.TraceContext{}
+
+// maxTraceState bounds the tracestate written beside an event: the 512
+// characters the W3C asks a vendor to carry. A longer one (only a client
+// sends one) is left out; the traceparent still travels.
+const maxTraceState = 512
+
 // injectTrace writes the trace context of ctx, when it has one, into h. It
 // travels beside the event, never in it: the envelope, its hash chain and
 // its schema stay as they are.
 func injectTrace(ctx context.Context, h nats.Header) {
-	otel.GetTextMapPropagator().Inject(ctx, headerCarrier(h))
+	if sc := trace.SpanContextFromContext(ctx); len(sc.TraceState().String()) > maxTraceState {
+		ctx = trace.ContextWithSpanContext(ctx, sc.WithTraceState(trace.TraceState{}))
+	}
+	traceContext.Inject(ctx, headerCarrier(h))
 }
 
 // TraceContext returns ctx carrying the trace context the job's message
@@ -56,7 +68,7 @@ func (j *Job) TraceContext(ctx context.Context) context.Context {
 	if len(h) == 0 {
 		return ctx
 	}
-	return otel.GetTextMapPropagator().Extract(ctx, headerCarrier(h))
+	return traceContext.Extract(ctx, headerCarrier(h))
 }
 
 // Stored is when JetStream stored the job's message: for a submitted event,
@@ -81,5 +93,5 @@ func (s *Store) QueryTrace(ctx context.Context, requestID string) trace.SpanCont
 	if err != nil || len(msg.Header) == 0 {
 		return trace.SpanContext{}
 	}
-	return trace.SpanContextFromContext(otel.GetTextMapPropagator().Extract(context.Background(), headerCarrier(msg.Header)))
+	return trace.SpanContextFromContext(traceContext.Extract(context.Background(), headerCarrier(msg.Header)))
 }

@@ -9,7 +9,7 @@ import (
 var (
 	projectionLag = metrics.With().NewGaugeVec(prometheus.GaugeOpts{
 		Name: "crosscheck_projection_lag_events",
-		Help: "Events of the projection's stream stored after the last one it applied, as of that event's delivery, by projection; only in the process that runs the projection.",
+		Help: "Events of the projection's stream stored after the last one it applied (at each delivery, and every 5 s from the stream's last sequence), by projection; only in the process that runs the projection.",
 	}, []string{"projection"})
 	leaseHeld = metrics.With().NewGaugeVec(prometheus.GaugeOpts{
 		Name: "crosscheck_projection_lease_held",

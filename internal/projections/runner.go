@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -106,6 +107,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	// replays a few events the projections ignore by sequence.
 	var saved, applied uint64 = pos, pos
 	var savedAt time.Time
+	var appliedSeq atomic.Uint64
+	appliedSeq.Store(pos)
+	lagDone := make(chan struct{})
+	lagCtx, stopLag := context.WithCancel(ctx)
+	go func() {
+		defer close(lagDone)
+		r.reportLag(lagCtx, &appliedSeq)
+	}()
+	defer func() { stopLag(); <-lagDone }()
 	save := func(ctx context.Context) {
 		if applied == saved {
 			return
@@ -168,6 +178,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				err := r.HandleBatch(ctx, recs)
 				if err == nil {
 					applied = recs[len(recs)-1].Seq
+					appliedSeq.Store(applied)
 					setLag(r.Name, pending)
 					if time.Since(savedAt) >= checkpointEvery {
 						save(ctx)
@@ -192,6 +203,37 @@ func (r *Runner) Run(ctx context.Context) error {
 			<-ctx.Done()
 			return nil
 		}
+	}
+}
+
+// lagEvery is how often a running projection compares the stream's last
+// sequence with the last event it applied to report its lag.
+const lagEvery = 5 * time.Second
+
+// reportLag sets the projection's lag every lagEvery until ctx ends: the
+// events the stream stored after the last one applied (its filters cover
+// the whole stream). Between deliveries the lag comes from here, so it
+// grows while the projection is stuck (a batch retried, an event it cannot
+// decode) instead of staying at what the last delivery said. A failed read
+// leaves the lag as it was.
+func (r *Runner) reportLag(ctx context.Context, applied *atomic.Uint64) {
+	t := time.NewTicker(lagEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		state, err := r.Stream.State(ctx)
+		if err != nil {
+			continue
+		}
+		var lag uint64
+		if done := applied.Load(); state.LastSeq > done {
+			lag = state.LastSeq - done
+		}
+		setLag(r.Name, lag)
 	}
 }
 
