@@ -58,7 +58,8 @@ func ModelLabel(provider, model string) string {
 }
 
 // Metered counts and traces every call of Provider, served under the
-// provider key Name: the call's span (a child of the step's, with the GenAI
+// provider key Name: the call's span (a child of the span of the call's
+// context, the query's run, beside the stage spans; with the GenAI
 // semantic-convention attributes), its outcome, latency and tokens. The
 // prompt and the answer go into the span only when CaptureContent is set.
 type Metered struct {
