@@ -61,6 +61,22 @@ func (a *azure) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		openaitest.WriteError(w, s.Status, s.Message, s.RetryAfter)
 	case contract.KindJSON:
 		openaitest.WriteJSON(w, completion(s.JSON, s.Usage))
+	case contract.KindToolCall:
+		if a.LastBody()["tools"] == nil {
+			openaitest.WriteError(w, http.StatusBadRequest, "the request offers no tools", 0)
+			return
+		}
+		res := completion("", s.Usage)
+		choice := res["choices"].([]any)[0].(map[string]any)
+		choice["finish_reason"] = "tool_calls"
+		msg := choice["message"].(map[string]any)
+		msg["content"] = nil
+		var calls []any
+		for _, c := range s.ToolCalls {
+			calls = append(calls, map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+		}
+		msg["tool_calls"] = calls
+		openaitest.WriteJSON(w, res)
 	default:
 		openaitest.WriteJSON(w, completion(s.Text, s.Usage))
 	}
