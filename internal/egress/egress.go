@@ -231,8 +231,27 @@ func (p *Policy) CheckURL(raw string) (*url.URL, error) {
 		if err := p.CheckAddr("", a); err != nil {
 			return nil, err
 		}
+	} else if numericHost(host) {
+		return nil, fmt.Errorf("%w: %s is not a host name and not an address in the usual form; write an IPv4 address as four decimal numbers (a.b.c.d)", ErrRefused, host)
 	}
 	return u, nil
+}
+
+// numericHost reports whether host, not a canonical address, ends in a
+// number: the decimal, octal, hexadecimal or shortened spellings of an IPv4
+// address (2852039166, 0xA9FEA9FE, 0251.0376.0251.0376, 127.1) that some
+// resolvers turn into an address. No top-level domain is a number.
+func numericHost(host string) bool {
+	labels := strings.Split(strings.TrimSuffix(host, "."), ".")
+	last := labels[len(labels)-1]
+	if last == "" {
+		return false
+	}
+	if strings.HasPrefix(last, "0x") || strings.HasPrefix(last, "0X") {
+		last = last[2:]
+		return strings.Trim(last, "0123456789abcdefABCDEF") == ""
+	}
+	return strings.Trim(last, "0123456789") == ""
 }
 
 // Resolver looks up a host's addresses; net.DefaultResolver is one.
@@ -260,6 +279,9 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 	}
 	if metadataHosts[normalHost(host)] {
 		return nil, fmt.Errorf("%w: %s is a cloud metadata host", ErrRefused, host)
+	}
+	if _, err := netip.ParseAddr(host); err != nil && numericHost(host) {
+		return nil, fmt.Errorf("%w: %s is an address in an unusual spelling", ErrRefused, host)
 	}
 	var addrs []netip.Addr
 	name := host

@@ -108,6 +108,16 @@ func TestCheckURL(t *testing.T) {
 		{"http://metadata.google.internal/computeMetadata/v1", false},
 		{"http://METADATA.GOOGLE.INTERNAL./", false},
 		{"::not a url", false},
+		// Other spellings of an IPv4 address, which some resolvers read as one.
+		{"http://2852039166/latest/meta-data", false},
+		{"http://0251.0376.0251.0376/", false},
+		{"http://0xA9FEA9FE/", false},
+		{"http://0xa9.0xfe.0xa9.0xfe/", false},
+		{"http://169.254.43518/", false},
+		{"http://127.1:11434/v1", false},
+		{"http://10.0.0.5.:11434/v1", false},
+		{"https://1password.example.com/v1", true},
+		{"https://api.0x1.example/v1", true},
 	}
 	for _, c := range cases {
 		_, err := private.CheckURL(c.url)
