@@ -64,6 +64,10 @@ var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("240.0.0.0/4"),
 	netip.MustParsePrefix("100::/64"),
 	netip.MustParsePrefix("2001:db8::/32"),
+	netip.MustParsePrefix("::/96"),          // IPv4-compatible (deprecated)
+	netip.MustParsePrefix("64:ff9b:1::/48"), // local-use NAT64: the IPv4 address it carries depends on the network's prefix length
+	netip.MustParsePrefix("2001::/32"),      // Teredo
+	netip.MustParsePrefix("fec0::/10"),      // site-local (deprecated)
 }
 
 // Policy is an allow list of non-public destinations. The zero Policy allows
@@ -157,6 +161,8 @@ func Public(a netip.Addr) bool {
 var (
 	nat64  = netip.MustParsePrefix("64:ff9b::/96")
 	sixTo4 = netip.MustParsePrefix("2002::/16")
+	// ipv4Compatible are the deprecated ::a.b.c.d addresses.
+	ipv4Compatible = netip.MustParsePrefix("::/96")
 )
 
 // embedded returns the IPv4 address a NAT64 or 6to4 address carries.
@@ -176,6 +182,9 @@ func metadata(a netip.Addr) bool {
 	a = a.Unmap()
 	if inner, ok := embedded(a); ok {
 		a = inner
+	} else if a.Is6() && ipv4Compatible.Contains(a) {
+		b := a.As16()
+		a = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
 	}
 	return metadataAddrs[a]
 }

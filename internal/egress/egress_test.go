@@ -34,6 +34,10 @@ func TestCheckAddr(t *testing.T) {
 		t.Fatal(err)
 	}
 	loop, _ := ParseAllow(Loopback)
+	compat, err := ParseAllow("::/96")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		addr, host string
 		policy     *Policy
@@ -76,6 +80,15 @@ func TestCheckAddr(t *testing.T) {
 		{"192.168.5.5", "ollama.lan", private, "private", true},
 		{"100.64.0.9", "ollama.lan", private, "private", true},
 		{"100.64.0.9", "other.lan", private, "private", false},
+		// IPv6 ranges that carry or reach an IPv4 address, or are not routed publicly.
+		{"::a9fe:a9fe", "", private, "private", false}, // IPv4-compatible 169.254.169.254
+		{"::a9fe:a9fe", "", compat, "::/96", false},    // a metadata address whatever the allow list says
+		{"::a00:1", "", compat, "::/96", true},
+		{"::808:808", "", none, "none", false},                            // IPv4-compatible 8.8.8.8
+		{"64:ff9b:1::a9fe:a9fe", "", none, "none", false},                 // local-use NAT64
+		{"64:ff9b:1:a9fe:a9:fe00::", "", private, "private", false},       // local-use NAT64, /48
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", "", none, "none", false}, // Teredo
+		{"fec0::1", "", none, "none", false},                              // site-local
 	}
 	for _, c := range cases {
 		err := c.policy.CheckAddr(c.host, netip.MustParseAddr(c.addr))
