@@ -43,6 +43,9 @@ type byomHost struct {
 	calls int
 	// fail makes every completion fail with 500.
 	fail bool
+	// echo makes a failed completion's error message repeat the key and
+	// the X-Customer header it received, then 600 more characters.
+	echo bool
 	// bodies are the request bodies received, by model.
 	bodies map[string][]string
 }
@@ -99,7 +102,7 @@ func (h *byomHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.bodies[model] = append(h.bodies[model], string(body))
 	h.headers = append(h.headers, r.Header.Get("X-Customer"))
 	h.apiVersions = append(h.apiVersions, r.URL.Query().Get("api-version"))
-	fail := h.fail
+	fail, echo := h.fail, h.echo
 	if key == h.key && model == h.model {
 		h.calls++
 	}
@@ -112,6 +115,11 @@ func (h *byomHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case model != h.model:
 		w.WriteHeader(http.StatusNotFound)
 		fmt.Fprintf(w, `{"error":{"message":"The model %s does not exist","type":"invalid_request_error","code":"model_not_found"}}`, model)
+		return
+	case fail && echo:
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, `{"error":{"message":"the GPU caught fire; key %s header %s %s","type":"server_error"}}`,
+			key, r.Header.Get("X-Customer"), strings.Repeat("y", 600))
 		return
 	case fail:
 		w.WriteHeader(http.StatusInternalServerError)

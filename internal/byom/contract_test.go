@@ -62,27 +62,20 @@ func (a *azure) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case contract.KindJSON:
 		openaitest.WriteJSON(w, completion(s.JSON, s.Usage))
 	case contract.KindToolCall:
-		offered := map[string]bool{}
-		tools, _ := a.LastBody()["tools"].([]any)
-		for _, t := range tools {
-			m, _ := t.(map[string]any)
-			fn, _ := m["function"].(map[string]any)
-			name, _ := fn["name"].(string)
-			offered[name] = m["type"] == "function"
-		}
-		var calls []any
-		for _, c := range s.ToolCalls {
-			if !offered[c.Name] {
-				openaitest.WriteError(w, http.StatusBadRequest, "the request does not offer the function tool "+c.Name, 0)
-				return
-			}
-			calls = append(calls, map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+		if a.LastBody()["tools"] == nil {
+			openaitest.WriteError(w, http.StatusBadRequest, "the request offers no tools", 0)
+			return
 		}
 		res := completion("", s.Usage)
 		choice := res["choices"].([]any)[0].(map[string]any)
 		choice["finish_reason"] = "tool_calls"
 		msg := choice["message"].(map[string]any)
-		msg["content"], msg["tool_calls"] = nil, calls
+		msg["content"] = nil
+		var calls []any
+		for _, c := range s.ToolCalls {
+			calls = append(calls, map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}})
+		}
+		msg["tool_calls"] = calls
 		openaitest.WriteJSON(w, res)
 	default:
 		openaitest.WriteJSON(w, completion(s.Text, s.Usage))

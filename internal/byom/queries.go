@@ -2,6 +2,7 @@ package byom
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -111,6 +112,7 @@ func (s *Service) Provider(ctx context.Context, ref events.ModelRef) (providers.
 			buildErr = fmt.Errorf("%s", scrub(err.Error(), conn))
 			return nil
 		}
+		p = scrubbed{Provider: p, conn: conn}
 		if s.Calls != nil {
 			p = s.Calls(p)
 		}
@@ -121,4 +123,26 @@ func (s *Service) Provider(ctx context.Context, ref events.ModelRef) (providers.
 		return fail("%s cannot be started: %v", ref.CustomModel, buildErr)
 	}
 	return p, nil
+}
+
+// scrubbed is a BYOM's backend whose upstream errors carry at most a short
+// excerpt of the host's message, without the key or a header value, as
+// the connection test's do: that message reaches the result, its events
+// and the logs.
+type scrubbed struct {
+	providers.Provider
+	conn Connection
+}
+
+// Complete runs the call; an upstream *providers.Error comes back with its
+// message scrubbed, any other error (the context's) as it is.
+func (s scrubbed) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
+	resp, err := s.Provider.Complete(ctx, req)
+	var pe *providers.Error
+	if err != nil && errors.As(err, &pe) {
+		cp := *pe
+		cp.Message = scrub(pe.Message, s.conn)
+		return resp, &cp
+	}
+	return resp, err
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -496,6 +497,8 @@ func (s *Service) test(ctx context.Context, c Connection) *failure {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	answered := new(atomic.Bool)
+	ctx = context.WithValue(ctx, answeredKey{}, answered)
 	p, err := s.backend(ctx, c)
 	if err != nil {
 		return &failure{class: providers.ClassBadRequest, message: scrub(err.Error(), c)}
@@ -516,6 +519,8 @@ func (s *Service) test(ctx context.Context, c Connection) *failure {
 		return &failure{class: "model_not_found", message: fmt.Sprintf("the host does not know the model %q (HTTP 404): check model and base_url", truncate(c.Model))}
 	case strings.Contains(e.Message, egress.ErrRefused.Error()):
 		return &failure{class: "refused", message: "the host's address is refused: " + excerpt}
+	case e.Status == 0 && answered.Load() && e.Class != providers.ClassTimeout:
+		return &failure{class: e.Class, message: "the host answered the test call with something that is not a completion: " + excerpt + "; check base_url and kind"}
 	case e.Status == 0:
 		return &failure{class: "unreachable", unreachable: true, message: "the host cannot be reached within " + timeout.String() + ": " + excerpt}
 	}
@@ -557,11 +562,28 @@ func (s *Service) backend(ctx context.Context, c Connection) (providers.Provider
 	if len(c.Headers) > 0 || c.Kind == events.KindAzureOpenAI {
 		hc.Transport = &headers{next: hc.Transport, c: c}
 	}
+	hc.Transport = answering{next: hc.Transport}
 	build := s.build
 	if build == nil {
 		build = Build
 	}
 	return build(ctx, c, hc)
+}
+
+// answeredKey is the context key of the flag a connection test reads to
+// tell a host that answered (wrongly) from one that could not be reached.
+type answeredKey struct{}
+
+// answering marks, in the flag its request's context carries, that the
+// host sent a response.
+type answering struct{ next http.RoundTripper }
+
+func (a answering) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := a.next.RoundTrip(r)
+	if flag, ok := r.Context().Value(answeredKey{}).(*atomic.Bool); ok && err == nil {
+		flag.Store(true)
+	}
+	return resp, err
 }
 
 // headers adds a BYOM's own headers, and for Azure OpenAI its api-key

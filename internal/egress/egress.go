@@ -64,6 +64,10 @@ var nonPublic = []netip.Prefix{
 	netip.MustParsePrefix("240.0.0.0/4"),
 	netip.MustParsePrefix("100::/64"),
 	netip.MustParsePrefix("2001:db8::/32"),
+	netip.MustParsePrefix("::/96"),          // IPv4-compatible (deprecated)
+	netip.MustParsePrefix("64:ff9b:1::/48"), // local-use NAT64: the IPv4 address it carries depends on the network's prefix length
+	netip.MustParsePrefix("2001::/32"),      // Teredo
+	netip.MustParsePrefix("fec0::/10"),      // site-local (deprecated)
 }
 
 // Policy is an allow list of non-public destinations. The zero Policy allows
@@ -157,6 +161,8 @@ func Public(a netip.Addr) bool {
 var (
 	nat64  = netip.MustParsePrefix("64:ff9b::/96")
 	sixTo4 = netip.MustParsePrefix("2002::/16")
+	// ipv4Compatible are the deprecated ::a.b.c.d addresses.
+	ipv4Compatible = netip.MustParsePrefix("::/96")
 )
 
 // embedded returns the IPv4 address a NAT64 or 6to4 address carries.
@@ -176,6 +182,9 @@ func metadata(a netip.Addr) bool {
 	a = a.Unmap()
 	if inner, ok := embedded(a); ok {
 		a = inner
+	} else if a.Is6() && ipv4Compatible.Contains(a) {
+		b := a.As16()
+		a = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
 	}
 	return metadataAddrs[a]
 }
@@ -231,8 +240,27 @@ func (p *Policy) CheckURL(raw string) (*url.URL, error) {
 		if err := p.CheckAddr("", a); err != nil {
 			return nil, err
 		}
+	} else if numericHost(host) {
+		return nil, fmt.Errorf("%w: %s is not a host name and not an address in the usual form; write an IPv4 address as four decimal numbers (a.b.c.d)", ErrRefused, host)
 	}
 	return u, nil
+}
+
+// numericHost reports whether host, not a canonical address, ends in a
+// number: the decimal, octal, hexadecimal or shortened spellings of an IPv4
+// address (2852039166, 0xA9FEA9FE, 0251.0376.0251.0376, 127.1) that some
+// resolvers turn into an address. No top-level domain is a number.
+func numericHost(host string) bool {
+	labels := strings.Split(strings.TrimSuffix(host, "."), ".")
+	last := labels[len(labels)-1]
+	if last == "" {
+		return false
+	}
+	if strings.HasPrefix(last, "0x") || strings.HasPrefix(last, "0X") {
+		last = last[2:]
+		return strings.Trim(last, "0123456789abcdefABCDEF") == ""
+	}
+	return strings.Trim(last, "0123456789") == ""
 }
 
 // Resolver looks up a host's addresses; net.DefaultResolver is one.
@@ -260,6 +288,9 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 	}
 	if metadataHosts[normalHost(host)] {
 		return nil, fmt.Errorf("%w: %s is a cloud metadata host", ErrRefused, host)
+	}
+	if _, err := netip.ParseAddr(host); err != nil && numericHost(host) {
+		return nil, fmt.Errorf("%w: %s is an address in an unusual spelling", ErrRefused, host)
 	}
 	var addrs []netip.Addr
 	name := host

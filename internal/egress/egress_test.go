@@ -34,6 +34,10 @@ func TestCheckAddr(t *testing.T) {
 		t.Fatal(err)
 	}
 	loop, _ := ParseAllow(Loopback)
+	compat, err := ParseAllow("::/96")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		addr, host string
 		policy     *Policy
@@ -76,6 +80,15 @@ func TestCheckAddr(t *testing.T) {
 		{"192.168.5.5", "ollama.lan", private, "private", true},
 		{"100.64.0.9", "ollama.lan", private, "private", true},
 		{"100.64.0.9", "other.lan", private, "private", false},
+		// IPv6 ranges that carry or reach an IPv4 address, or are not routed publicly.
+		{"::a9fe:a9fe", "", private, "private", false}, // IPv4-compatible 169.254.169.254
+		{"::a9fe:a9fe", "", compat, "::/96", false},    // a metadata address whatever the allow list says
+		{"::a00:1", "", compat, "::/96", true},
+		{"::808:808", "", none, "none", false},                            // IPv4-compatible 8.8.8.8
+		{"64:ff9b:1::a9fe:a9fe", "", none, "none", false},                 // local-use NAT64
+		{"64:ff9b:1:a9fe:a9:fe00::", "", private, "private", false},       // local-use NAT64, /48
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", "", none, "none", false}, // Teredo
+		{"fec0::1", "", none, "none", false},                              // site-local
 	}
 	for _, c := range cases {
 		err := c.policy.CheckAddr(c.host, netip.MustParseAddr(c.addr))
@@ -108,6 +121,16 @@ func TestCheckURL(t *testing.T) {
 		{"http://metadata.google.internal/computeMetadata/v1", false},
 		{"http://METADATA.GOOGLE.INTERNAL./", false},
 		{"::not a url", false},
+		// Other spellings of an IPv4 address, which some resolvers read as one.
+		{"http://2852039166/latest/meta-data", false},
+		{"http://0251.0376.0251.0376/", false},
+		{"http://0xA9FEA9FE/", false},
+		{"http://0xa9.0xfe.0xa9.0xfe/", false},
+		{"http://169.254.43518/", false},
+		{"http://127.1:11434/v1", false},
+		{"http://10.0.0.5.:11434/v1", false},
+		{"https://1password.example.com/v1", true},
+		{"https://api.0x1.example/v1", true},
 	}
 	for _, c := range cases {
 		_, err := private.CheckURL(c.url)
