@@ -144,6 +144,13 @@ func (s *Service) List(ctx context.Context, caller accounts.Caller, p ListParams
 	}
 	start := count - 1
 	if p.After != "" {
+		if p.AfterPos >= count {
+			// A replica may not hold the head the cursor's page was read
+			// from yet: the leader does.
+			if count, err = idx.latestCount(ctx); err != nil {
+				return page, err
+			}
+		}
 		id := ""
 		if p.AfterPos < count {
 			if id, err = idx.at(ctx, p.AfterPos); err != nil {
@@ -219,6 +226,19 @@ func (x *index) count(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	head, err := projections.ParseIndexHead(entry.Value)
+	if err != nil {
+		return 0, fmt.Errorf("list %s: %w", x.account, err)
+	}
+	return head.Count, nil
+}
+
+// latestCount is count read from the bucket's leader.
+func (x *index) latestCount(ctx context.Context) (int, error) {
+	raw, err := x.bucket.GetLatest(ctx, projections.IndexHeadKey(x.account))
+	if err != nil || raw == nil {
+		return 0, err
+	}
+	head, err := projections.ParseIndexHead(raw)
 	if err != nil {
 		return 0, fmt.Errorf("list %s: %w", x.account, err)
 	}
