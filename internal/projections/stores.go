@@ -12,14 +12,18 @@ import (
 )
 
 // QueryStatus projects QUERIES into the query_status bucket, and each
-// query's list row into the query_list bucket. It keeps the
+// query's list row and each account's index of its queries into the
+// query_list bucket. It keeps the
 // documents of unfinished queries in memory, as it is their only writer, and
 // writes each query changed by a batch of events once.
 type QueryStatus struct {
 	Store *eventstore.Store
 
 	cache map[string]*QueryDoc // used by the runner's goroutine only
-	run   any                  // the run the cache was filled in
+	// tails are the ends of the accounts' indexes as this run stored them
+	// (used by the runner's goroutine only).
+	tails map[string]indexTail
+	run   any // the run the cache was filled in
 	// fresh is whether the bucket was empty when this run began (a
 	// rebuild): then nothing is stored for a query but what this run wrote.
 	fresh bool
@@ -30,7 +34,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 	if run := runOf(ctx); p.cache == nil || run != p.run {
 		// Another process may have run the projection since this run's
 		// predecessor filled the cache: the stored documents are the truth.
-		p.cache, p.run = map[string]*QueryDoc{}, run
+		p.cache, p.run, p.tails = map[string]*QueryDoc{}, run, map[string]indexTail{}
 		empty, err := p.Store.QueryStatus.Empty(ctx)
 		if err != nil {
 			p.run = nil // asked again with the batch's retry
@@ -44,6 +48,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 	}
 	changed := map[string]*QueryDoc{}
 	var order []string
+	var add []indexed
 	for _, r := range recs {
 		id := events.AggregateID(r.Envelope.Subject)
 		doc := changed[id]
@@ -59,8 +64,31 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 			changed[id] = doc
 			order = append(order, id)
 		}
+		// The submission of a query this document had not applied joins
+		// its account's index (unless the index took it before a crash: by
+		// sequence).
+		if e, ok := r.Event.(events.QuerySubmitted); ok && doc.Result.RequestID == "" && e.AccountID != "" && e.RequestID != "" {
+			add = append(add, indexed{accountID: e.AccountID, requestID: id, seq: r.Seq})
+		}
 		doc.Apply(r)
 	}
+	// The index pages are stored first, then the index heads, then the
+	// documents, then the rows: a batch retried after a crash adds to the
+	// index every submission whose document was not stored, and the heads'
+	// sequences keep it from adding one twice.
+	pages, heads, tails, err := p.indexEntries(ctx, add)
+	if err != nil {
+		return err
+	}
+	if err := p.Store.QueryList.PutAll(ctx, pages); err != nil {
+		p.keepTails(nil)
+		return err
+	}
+	if err := p.Store.QueryList.PutAll(ctx, heads); err != nil {
+		p.keepTails(nil)
+		return err
+	}
+	p.keepTails(tails)
 	entries := make([]eventstore.Entry, 0, len(order))
 	for _, id := range order {
 		data, err := changed[id].Encode()

@@ -5,8 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -37,8 +37,10 @@ type ListParams struct {
 	// Limit is the most rows of the page, 1 to MaxListLimit.
 	Limit int
 	// After is the request id the page starts after (older than it); empty
-	// for the first page.
-	After string
+	// for the first page. AfterPos is its place in the account's list
+	// (from 0, the oldest), which the cursor carries too.
+	After    string
+	AfterPos int
 	// Status and Mode, when set, keep only the queries with that status or
 	// mode.
 	Status, Mode string
@@ -64,11 +66,11 @@ func ParseListParams(v url.Values) (ListParams, error) {
 			}
 			p.Limit = n
 		case "after":
-			id, ok := decodeCursor(val)
+			id, pos, ok := decodeCursor(val)
 			if !ok {
 				return ListParams{}, apperr.New(apperr.InvalidRequest, "after is not a cursor this service gave: pass the next_after of the previous page as it is, or leave after out for the first page")
 			}
-			p.After = id
+			p.After, p.AfterPos = id, pos
 		case "status":
 			switch val {
 			case events.StatusQueued, events.StatusRunning, events.StatusCompleted, events.StatusFailed:
@@ -90,54 +92,92 @@ func ParseListParams(v url.Values) (ListParams, error) {
 	return p, nil
 }
 
+// maxCursorPos bounds the place a cursor names: it keeps a cursor within
+// maxCursor.
+const maxCursorPos = 999_999_999_999
+
 // EncodeCursor returns the opaque cursor of the page after the query with
-// request id.
-func EncodeCursor(requestID string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(requestID))
+// request id, at place pos (from 0, the oldest) of its account's list: the
+// base64url of "<request_id>.<pos>".
+func EncodeCursor(requestID string, pos int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(requestID + "." + strconv.Itoa(pos)))
 }
 
-// decodeCursor returns the request id of a cursor EncodeCursor made.
-func decodeCursor(c string) (string, bool) {
+// decodeCursor returns the request id and place of a cursor EncodeCursor
+// made; false for anything else (only the canonical form of a place is
+// taken, so a cursor round-trips).
+func decodeCursor(c string) (string, int, bool) {
 	if c == "" || len(c) > maxCursor {
-		return "", false
+		return "", 0, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || !ValidRequestID(string(raw)) {
-		return "", false
+	if err != nil {
+		return "", 0, false
 	}
-	return string(raw), true
+	id, num, ok := strings.Cut(string(raw), ".")
+	if !ok || !ValidRequestID(id) {
+		return "", 0, false
+	}
+	pos, err := strconv.Atoi(num)
+	if err != nil || pos < 0 || pos > maxCursorPos || strconv.Itoa(pos) != num {
+		return "", 0, false
+	}
+	return id, pos, true
 }
 
-// List returns a page of caller's account's queries, newest first (request
-// ids are ULIDs, so their order is the order of submission), from the
-// query_list read model: the account's keys are listed (only that account's
-// rows are read) and each row of the page is read by its key. A query
-// appears once the query projection has applied its submission, moments
-// after it is accepted.
+// List returns a page of caller's account's queries, newest first (in
+// order of admission), from the query_list read model: it reads the head
+// of the account's index, the index pages the page spans (from the newest,
+// or from the cursor's place, checked against the request id the cursor
+// names), and each row it needs by key. Its reads are bounded by the page,
+// whatever the number of the account's queries: the rows of the page and
+// one more, and at most maxListScan rows with a filter few rows match. A
+// query appears once the query projection has applied its submission,
+// moments after it is accepted. A cursor that does not name a query of the
+// account at its place is invalid_request.
 func (s *Service) List(ctx context.Context, caller accounts.Caller, p ListParams) (apiv1.QueryList, error) {
 	page := apiv1.QueryList{Object: "list", Data: []apiv1.QuerySummary{}}
-	keys, err := s.Store.QueryList.Keys(ctx, projections.ListPrefix(caller.AccountID))
+	idx := index{bucket: s.listBucket(), account: caller.AccountID}
+	count, err := idx.count(ctx)
 	if err != nil {
 		return page, err
 	}
-	ids := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if id := projections.ListRequestID(k); id != "" && (p.After == "" || id < p.After) {
-			ids = append(ids, id)
+	start := count - 1
+	if p.After != "" {
+		if p.AfterPos >= count {
+			// A replica may not hold the head the cursor's page was read
+			// from yet: the leader does.
+			if count, err = idx.latestCount(ctx); err != nil {
+				return page, err
+			}
 		}
+		id := ""
+		if p.AfterPos < count {
+			if id, err = idx.at(ctx, p.AfterPos); err != nil {
+				return page, err
+			}
+		}
+		if id != p.After {
+			return page, apperr.New(apperr.InvalidRequest, "after is not a cursor of this account's list: pass the next_after of the previous page as it is, or leave after out for the first page")
+		}
+		start = p.AfterPos - 1
 	}
-	slices.SortFunc(ids, func(a, b string) int { return strings.Compare(b, a) })
-	ids = slices.Compact(ids) // a listing may report a key twice
-	var last string
-	for i, id := range ids {
-		if i == maxListScan {
+	// The place and id of the last row read, and of the page's last row.
+	last, lastRow := -1, -1
+	var lastID, lastRowID string
+	for pos, read := start, 0; pos >= 0; pos, read = pos-1, read+1 {
+		if read == maxListScan {
 			page.HasMore = true
 			break
 		}
-		entry, err := s.Store.QueryList.Get(ctx, projections.ListKey(caller.AccountID, id))
+		id, err := idx.at(ctx, pos)
+		if err != nil {
+			return page, err
+		}
+		entry, err := idx.bucket.Get(ctx, projections.ListKey(caller.AccountID, id))
 		switch {
 		case errors.Is(err, eventstore.ErrNotFound):
-			last = id
+			last, lastID = pos, id
 			continue
 		case err != nil:
 			return page, err
@@ -147,7 +187,7 @@ func (s *Service) List(ctx context.Context, caller accounts.Caller, p ListParams
 			return page, err
 		}
 		if (p.Status != "" && row.Status != p.Status) || (p.Mode != "" && row.Mode != p.Mode) {
-			last = id
+			last, lastID = pos, id
 			continue
 		}
 		if len(page.Data) == p.Limit {
@@ -155,14 +195,99 @@ func (s *Service) List(ctx context.Context, caller accounts.Caller, p ListParams
 			break
 		}
 		page.Data = append(page.Data, row)
-		last = id
+		last, lastID, lastRow, lastRowID = pos, id, pos, id
 	}
 	if page.HasMore {
 		if len(page.Data) > 0 && len(page.Data) == p.Limit {
-			last = page.Data[len(page.Data)-1].RequestID
+			last, lastID = lastRow, lastRowID
 		}
-		c := EncodeCursor(last)
+		c := EncodeCursor(lastID, last)
 		page.NextAfter = &c
 	}
 	return page, nil
+}
+
+// index reads an account's index in the query_list bucket, keeping the
+// page it read last.
+type index struct {
+	bucket  listReader
+	account string
+	n       int // the number of the page held, when ids is not nil
+	ids     []string
+}
+
+// count returns the number of queries of the index; 0 when it has none.
+func (x *index) count(ctx context.Context) (int, error) {
+	entry, err := x.bucket.Get(ctx, projections.IndexHeadKey(x.account))
+	switch {
+	case errors.Is(err, eventstore.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	head, err := projections.ParseIndexHead(entry.Value)
+	if err != nil {
+		return 0, fmt.Errorf("list %s: %w", x.account, err)
+	}
+	return head.Count, nil
+}
+
+// latestCount is count read from the bucket's leader.
+func (x *index) latestCount(ctx context.Context) (int, error) {
+	raw, err := x.bucket.GetLatest(ctx, projections.IndexHeadKey(x.account))
+	if err != nil || raw == nil {
+		return 0, err
+	}
+	head, err := projections.ParseIndexHead(raw)
+	if err != nil {
+		return 0, fmt.Errorf("list %s: %w", x.account, err)
+	}
+	return head.Count, nil
+}
+
+// at returns the request id at place pos of the index, which the head
+// counts. A page that a replica does not yet hold in full is read again
+// from the bucket's leader.
+func (x *index) at(ctx context.Context, pos int) (string, error) {
+	n, i := pos/projections.IndexPageSize, pos%projections.IndexPageSize
+	if x.ids == nil || x.n != n || i >= len(x.ids) {
+		key := projections.IndexPageKey(x.account, n)
+		var raw []byte
+		entry, err := x.bucket.Get(ctx, key)
+		switch {
+		case err == nil:
+			raw = entry.Value
+		case !errors.Is(err, eventstore.ErrNotFound):
+			return "", err
+		}
+		ids, err := projections.ParseIndexPage(raw)
+		if raw == nil || err != nil || i >= len(ids) {
+			if raw, err = x.bucket.GetLatest(ctx, key); err != nil {
+				return "", err
+			}
+			if ids, err = projections.ParseIndexPage(raw); err != nil {
+				return "", fmt.Errorf("list %s: %s: %w", x.account, key, err)
+			}
+		}
+		if i >= len(ids) {
+			return "", fmt.Errorf("list %s: %s holds %d ids, the head counts more: %w", x.account, key, len(ids), eventstore.ErrUnavailable)
+		}
+		x.n, x.ids = n, ids
+	}
+	return x.ids[i], nil
+}
+
+// listReader is what List reads of the query_list bucket.
+type listReader interface {
+	Get(ctx context.Context, key string) (eventstore.Entry, error)
+	GetLatest(ctx context.Context, key string) ([]byte, error)
+}
+
+// listBucket returns the query_list bucket, or the reader a test put in
+// its place.
+func (s *Service) listBucket() listReader {
+	if s.listReads != nil {
+		return s.listReads
+	}
+	return s.Store.QueryList
 }

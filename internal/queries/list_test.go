@@ -1,6 +1,7 @@
 package queries
 
 import (
+	"encoding/base64"
 	"errors"
 	"net/url"
 	"testing"
@@ -18,14 +19,21 @@ func TestParseListParams(t *testing.T) {
 		{"", ListParams{Limit: 20}, true},
 		{"limit=1", ListParams{Limit: 1}, true},
 		{"limit=100&status=failed&mode=verify", ListParams{Limit: 100, Status: "failed", Mode: "verify"}, true},
-		{"after=" + EncodeCursor(id), ListParams{Limit: 20, After: id}, true},
+		{"after=" + EncodeCursor(id, 0), ListParams{Limit: 20, After: id}, true},
+		{"after=" + EncodeCursor(id, 4096), ListParams{Limit: 20, After: id, AfterPos: 4096}, true},
+		{"after=" + EncodeCursor(id, maxCursorPos), ListParams{Limit: 20, After: id, AfterPos: maxCursorPos}, true},
+		{"after=" + base64.RawURLEncoding.EncodeToString([]byte(id)), ListParams{}, false},
+		{"after=" + base64.RawURLEncoding.EncodeToString([]byte(id+".007")), ListParams{}, false},
+		{"after=" + base64.RawURLEncoding.EncodeToString([]byte(id+".-1")), ListParams{}, false},
+		{"after=" + base64.RawURLEncoding.EncodeToString([]byte(id+".")), ListParams{}, false},
+		{"after=" + EncodeCursor(id, maxCursorPos+1), ListParams{}, false},
 		{"limit=0", ListParams{}, false},
 		{"limit=101", ListParams{}, false},
 		{"limit=-1", ListParams{}, false},
 		{"limit=1e2", ListParams{}, false},
 		{"after=", ListParams{}, false},
 		{"after=" + id, ListParams{}, false},
-		{"after=" + EncodeCursor("req_01m7z5zwvq401zyrsq5zf59ajd"), ListParams{}, false},
+		{"after=" + EncodeCursor("req_01m7z5zwvq401zyrsq5zf59ajd", 0), ListParams{}, false},
 		{"status=cancelled", ListParams{}, false},
 		{"mode=UNIFY", ListParams{}, false},
 		{"status=failed&status=queued", ListParams{}, false},
@@ -50,7 +58,7 @@ func TestParseListParams(t *testing.T) {
 // panics, refuses with invalid_request only, and what it accepts is in range
 // and round-trips through the cursor.
 func FuzzParseListParams(f *testing.F) {
-	for _, s := range []string{"", "limit=5", "after=" + EncodeCursor("req_01M7Z5ZWVQ401ZYRSQ5ZF59AJD"), "status=running&mode=justify",
+	for _, s := range []string{"", "limit=5", "after=" + EncodeCursor("req_01M7Z5ZWVQ401ZYRSQ5ZF59AJD", 3), "after=" + EncodeCursor("req_01M7Z5ZWVQ401ZYRSQ5ZF59AJD", 130), "status=running&mode=justify",
 		"limit=%FF", "after=%00", "mode=unify&mode=unify", "after=cmVxXw", "limit=99999999999999999999"} {
 		f.Add(s)
 	}
@@ -73,7 +81,7 @@ func FuzzParseListParams(f *testing.F) {
 			if !ValidRequestID(p.After) {
 				t.Fatalf("%q: after %q", raw, p.After)
 			}
-			if back, ok := decodeCursor(EncodeCursor(p.After)); !ok || back != p.After {
+			if back, pos, ok := decodeCursor(EncodeCursor(p.After, p.AfterPos)); !ok || back != p.After || pos != p.AfterPos {
 				t.Fatalf("%q: cursor does not round-trip", raw)
 			}
 		}

@@ -51,6 +51,10 @@ type Service struct {
 	Limit int
 	Now   func() time.Time
 
+	// listReads, when set, stands in for the query_list bucket in List
+	// (tests count the reads of a request through it).
+	listReads listReader
+
 	init  sync.Once
 	slots *lru.Cache[string, *keySlots] // by fingerprint
 	done  finished
