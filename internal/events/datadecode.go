@@ -2,15 +2,17 @@ package events
 
 import (
 	"encoding/json"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
 // decodeData decodes the data of an event of type typ. The query events,
 // which make most of a store, are read by hand, without reflection; data in
 // a form the hand-written reader does not take (a key it does not know or
-// knows twice, another spelling of a key, a null but as a field's value, a number that is not a
-// plain integer, a string with an escape or a byte that is not plain UTF-8,
-// anything that is not JSON) and every other event type are decoded by
+// knows twice, another spelling of a key, a null but as a field's value, a
+// number that is not a plain integer, a string with a surrogate escape, a
+// control character or bytes that are not valid UTF-8, anything that is not
+// JSON) and every other event type are decoded by
 // encoding/json. Both give the same event and error for the same bytes.
 func decodeData(typ string, data []byte, mk func() Event) (Event, error) {
 	if fast := dataDecoders[typ]; fast != nil {
@@ -157,8 +159,9 @@ func (r *dataReader) key() []byte {
 	return nil
 }
 
-// str reads a string; one with an escape, a control character or bytes that
-// are not valid UTF-8 is read by encoding/json, which owns those rules.
+// str reads a string. Its escapes are those of JSON but a surrogate
+// (\uD800-\uDFFF, which encoding/json pairs or replaces), and its other bytes
+// valid UTF-8 without control characters: anything else makes the reader bad.
 func (r *dataReader) str() string {
 	r.want('"')
 	if r.bad {
@@ -175,7 +178,9 @@ func (r *dataReader) str() string {
 			}
 			r.i = j + 1
 			return string(s)
-		case c == '\\' || c < 0x20:
+		case c == '\\':
+			return r.unescape(j)
+		case c < 0x20:
 			r.bad = true
 			return ""
 		case c >= utf8.RuneSelf:
@@ -184,6 +189,84 @@ func (r *dataReader) str() string {
 	}
 	r.bad = true
 	return ""
+}
+
+// unescape reads the rest of a string whose first escape is at j.
+func (r *dataReader) unescape(j int) string {
+	out := make([]byte, 0, j-r.i+64)
+	out = append(out, r.b[r.i:j]...)
+	for j < len(r.b) {
+		c := r.b[j]
+		switch {
+		case c == '"':
+			if !utf8.Valid(out) {
+				r.bad = true
+				return ""
+			}
+			r.i = j + 1
+			return string(out)
+		case c < 0x20:
+			r.bad = true
+			return ""
+		case c != '\\':
+			out = append(out, c)
+			j++
+			continue
+		}
+		if j+1 >= len(r.b) {
+			break
+		}
+		switch e := r.b[j+1]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			rn, ok := hex4(r.b[j+2:])
+			if !ok || utf16.IsSurrogate(rn) {
+				r.bad = true
+				return ""
+			}
+			out = utf8.AppendRune(out, rn)
+			j += 4
+		default:
+			r.bad = true
+			return ""
+		}
+		j += 2
+	}
+	r.bad = true
+	return ""
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var v rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | rune(c)
+	}
+	return v, true
 }
 
 // int64 reads an integer written as encoding/json writes one: an optional
