@@ -124,3 +124,19 @@ func copyQueries(ctx context.Context, m *app.Main, n int) error {
 	}
 	return nil
 }
+
+// BenchmarkInflight holds 2,000 unify queries in flight (their simulated
+// models wait ten minutes) and reports the process's heap and stacks per
+// held query, as the in-flight phase of `make bench` does with 10,000. One op
+// is one fresh service. BENCH_MEMPROFILE names a heap profile to write.
+func BenchmarkInflight(b *testing.B) {
+	var per float64
+	for b.Loop() {
+		got, err := benchInflight(context.Background(), benchConfig{Inflight: 2000}, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		per += got
+	}
+	b.ReportMetric(per/float64(b.N), "bytes/query")
+}
