@@ -12,8 +12,10 @@ import (
 // knows twice, another spelling of a key, a null but as a field's value, a
 // number that is not a plain integer, a string with a surrogate escape, a
 // control character or bytes that are not valid UTF-8, anything that is not
-// JSON) and every other event type are decoded by
-// encoding/json. Both give the same event and error for the same bytes.
+// JSON) and every other event type are decoded by encoding/json. Both give
+// the same event and error for the same bytes. A field added to an event
+// type and not to its reader here is therefore never lost: its key sends the
+// data to encoding/json.
 func decodeData(typ string, data []byte, mk func() Event) (Event, error) {
 	if fast := dataDecoders[typ]; fast != nil {
 		r := dataReader{b: data}
