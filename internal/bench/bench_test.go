@@ -66,15 +66,20 @@ func BenchmarkReplay(b *testing.B) {
 	}
 	var n int64
 	var secs float64
+	var cpu time.Duration
 	b.ResetTimer()
 	for b.Loop() {
+		before := cpuTime()
 		got, s, err := replay(ctx, m.Store)
 		if err != nil {
 			b.Fatal(err)
 		}
-		n, secs = n+got, secs+s
+		n, secs, cpu = n+got, secs+s, cpu+cpuTime()-before
 	}
 	b.ReportMetric(float64(n)/secs, "events/s")
+	// The CPU time of the whole process (the embedded server's included) per
+	// event: unlike events/s, barely changed by other load on the machine.
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "cpu-ns/event")
 }
 
 // copyQueries runs one unify query through m and appends n copies of its
@@ -136,4 +141,20 @@ func TestFirstErrorKeepsErrorsOfAnyType(t *testing.T) {
 	if f.get() != first {
 		t.Fatalf("got %v, want the first error", f.get())
 	}
+}
+
+// BenchmarkInflight holds 2,000 unify queries in flight (their simulated
+// models wait ten minutes) and reports the process's heap and stacks per
+// held query, as the in-flight phase of `make bench` does with 10,000. One op
+// is one fresh service. BENCH_MEMPROFILE names a heap profile to write.
+func BenchmarkInflight(b *testing.B) {
+	var per float64
+	for b.Loop() {
+		got, err := benchInflight(context.Background(), benchConfig{Inflight: 2000}, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		per += got
+	}
+	b.ReportMetric(per/float64(b.N), "bytes/query")
 }

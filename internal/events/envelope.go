@@ -140,7 +140,8 @@ type typed struct {
 // the form Wrap's envelope marshals to (the header fields in their order,
 // plain strings, data last) have their header read by hand and only their
 // data decoded into the event; anything else is decoded in full, the type
-// read first. Both give the same record, and an error for invalid JSON.
+// read first. The data of the query events is read without reflection (see
+// decodeData). Both give the same record, and an error for invalid JSON.
 func Decode(seq uint64, raw []byte) (Record, error) {
 	if env, data, ok := scanHeader(raw); ok {
 		mk, known := registry[env.Type]
@@ -150,9 +151,8 @@ func Decode(seq uint64, raw []byte) (Record, error) {
 		// Bytes that are one JSON value are the whole data (a value
 		// followed by more fields is not one); anything else is decoded in
 		// full, which tells a later field from invalid JSON.
-		ev := mk()
-		if err := json.Unmarshal(data, ev); err == nil {
-			return Record{Seq: seq, Envelope: env, Event: deref(ev), Raw: raw}, nil
+		if ev, err := decodeData(env.Type, data, mk); err == nil {
+			return Record{Seq: seq, Envelope: env, Event: ev, Raw: raw}, nil
 		}
 	}
 	return decodeFull(seq, raw)
