@@ -74,6 +74,12 @@ type policyResults struct {
 	// releases and settlement).
 	AccountAppendsPerQuery float64 `json:"account_appends_per_query"`
 	QueryAppendsPerQuery   float64 `json:"query_appends_per_query"`
+	// StoreWritesPerQuery is every message written to any stream of the
+	// server during the load phase (events, read-model documents, in-flight
+	// slots, jobs, checkpoints) per finished query: under fsync always each
+	// is an fsync. StoreWritesByStream splits it by stream.
+	StoreWritesPerQuery float64            `json:"store_writes_per_query"`
+	StoreWritesByStream map[string]float64 `json:"store_writes_per_query_by_stream,omitempty"`
 }
 
 // benchResults is the JSON written to BENCH_OUT: the shipped default policy
@@ -154,6 +160,7 @@ func printTable(w io.Writer, r *benchResults) {
 		{"replay_events_per_s", "ev/s", "≥ 150000", r.ReplayEventsPerS, r.SyncAlways.ReplayEventsPerS},
 		{"account_appends_per_query", "ev", "≤ 2", r.AccountAppendsPerQuery, r.SyncAlways.AccountAppendsPerQuery},
 		{"query_appends_per_query", "ev", "", r.QueryAppendsPerQuery, r.SyncAlways.QueryAppendsPerQuery},
+		{"store_writes_per_query", "msg", "", r.StoreWritesPerQuery, r.SyncAlways.StoreWritesPerQuery},
 	}
 	fmt.Fprintf(w, "\n%-26s %14s %14s  %-6s %s\n", "metric", "sync interval", "sync always", "unit", "target (2 cores)")
 	for _, row := range rows {
@@ -445,6 +452,10 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 	}
 	run(cfg.Phase/5, false)
 	seq0 := lastSeq(ctx, m.Store.Queries)
+	seqs0, err := m.Store.LastSeqs(ctx)
+	if err != nil {
+		return dir, err
+	}
 	stop := startProfile("load", always)
 	t := time.Now()
 	run(cfg.Phase, true)
@@ -452,6 +463,19 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 	stop()
 	if e := fail.get(); e != nil {
 		return dir, e
+	}
+	seqs1, err := m.Store.LastSeqs(ctx)
+	if err != nil {
+		return dir, err
+	}
+	if n := float64(count.Load()); n > 0 {
+		r.StoreWritesByStream = map[string]float64{}
+		for name, seq := range seqs1 {
+			if w := float64(seq-seqs0[name]) / n; w > 0 {
+				r.StoreWritesByStream[name] = w
+				r.StoreWritesPerQuery += w
+			}
+		}
 	}
 	r.UnifyQueriesPerS = float64(count.Load()) / secs
 	r.EventsAppendedPerS = float64(lastSeq(ctx, m.Store.Queries)-seq0) / secs

@@ -35,7 +35,7 @@ func TestBenchSmoke(t *testing.T) {
 	_ = json.Unmarshal(raw, &flat)
 	keys := []string{"jetstream_publish_per_s", "events_appended_per_s", "unify_queries_per_s", "overhead_ms_p50", "overhead_ms_p99",
 		"sse_first_event_ms_p99", "poll_get_per_s", "inflight_bytes_per_query", "replay_events_per_s",
-		"account_appends_per_query", "query_appends_per_query"}
+		"account_appends_per_query", "query_appends_per_query", "store_writes_per_query"}
 	for _, k := range keys {
 		for _, obj := range []map[string]any{flat, flat["sync_always"].(map[string]any)} {
 			v, ok := obj[k].(float64)
