@@ -126,69 +126,79 @@ func TestListQueries(t *testing.T) {
 	must(t, r.status == 401, "no key: %d", r.status)
 }
 
-// A store written before the list existed has query documents but no list
-// rows: the query projection gives every query its row once, when it runs
-// again, so the older queries are listed too.
-func TestListIncludesQueriesFromBeforeTheList(t *testing.T) {
+// A store written when the list kept a row per query in query_list
+// (<account_id>.<request_id>) still lists correctly: the rows are ignored,
+// each listed query is read from its document, so even a row that
+// disagrees with the document changes nothing.
+func TestListIgnoresRowsOfAnOlderStore(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	acct := h.account()
 	key := h.key(acct)
-	old := h.submitOK(key, "asked before the list existed")
+	old := h.submitOK(key, "asked when the list had rows")
 	h.wait(key, old, 30*time.Second)
-	eventually(t, 30*time.Second, "the row", func() bool {
-		ids, _, _, _ := h.listPage(key, nil)
-		return slices.Equal(ids, []string{old})
-	})
 	h.m.Close()
 	h.offline(func(store *eventstore.Store) {
-		// As an older version left it: no row, no mark.
-		for _, k := range []string{projections.ListKey(acct, old), "rows_complete"} {
-			if err := store.QueryList.Delete(context.Background(), k, 0); err != nil {
+		// As an older version left it, with a row that says otherwise.
+		row := `{"request_id":"` + old + `","object":"query.summary","mode":"verify","status":"running","stage":"queued","progress_percent":0,"credits":{"estimated":1,"charged":null},"created_at":"2026-01-01T00:00:00Z"}`
+		for k, v := range map[string]string{acct + "." + old: row, "rows_complete": "1"} {
+			if _, err := store.QueryList.Put(context.Background(), k, []byte(v)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	})
 	h.start()
-	ids, _, _, _ := h.listPage(key, nil)
-	must(t, len(ids) == 0, "the row is back before the projection ran: %v", ids)
 	fresh := h.submitOK(key, "asked after the upgrade")
+	h.wait(key, fresh, 30*time.Second)
 	eventually(t, 30*time.Second, "both queries listed", func() bool {
 		ids, _, _, _ := h.listPage(key, nil)
 		return slices.Equal(ids, []string{fresh, old})
 	})
-	h.wait(key, fresh, 30*time.Second)
+	got, _ := h.listAll(key, 1, url.Values{"status": {"completed"}, "mode": {"unify"}})
+	must(t, slices.Equal(got, []string{fresh, old}), "completed unify queries: %v, want both (the old row is ignored)", got)
+	got, _ = h.listAll(key, 1, url.Values{"status": {"running"}})
+	must(t, len(got) == 0, "running: %v (the old row is ignored)", got)
 }
 
-// The list rows are rebuilt with the query read model, to the same bytes.
-func TestListRowsRebuildToIdenticalBytes(t *testing.T) {
+// The list is rebuilt with the query read model: the index to the same
+// bytes, and so the same pages.
+func TestListRebuildsToIdenticalBytes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	acct := h.account()
 	key := h.key(acct)
 	ids := []string{h.submitOK(key, "rebuild the list 1"), h.submitOK(key, "rebuild the list 2")}
 	ctx := context.Background()
-	before := map[string]string{}
 	for _, id := range ids {
 		h.wait(key, id, 30*time.Second)
-		eventually(t, 10*time.Second, "the row of "+id, func() bool {
-			e, err := h.m.Store.QueryList.Get(ctx, projections.ListKey(acct, id))
-			before[id] = string(e.Value)
-			return err == nil && jsonUnmarshal(e.Value, &map[string]any{}) == nil && strings.Contains(before[id], `"status":"completed"`)
-		})
+	}
+	indexKeys := []string{projections.IndexHeadKey(acct), projections.IndexPageKey(acct, 0)}
+	before := map[string]string{}
+	var page string
+	eventually(t, 10*time.Second, "the list", func() bool {
+		r := h.api("GET", "/v1/queries", key, nil)
+		page = string(r.body)
+		return r.status == 200 && strings.Count(page, `"status":"completed"`) == len(ids)
+	})
+	for _, k := range indexKeys {
+		raw, err := h.m.Store.QueryList.GetLatest(ctx, k)
+		must(t, err == nil && raw != nil, "%s: %v", k, err)
+		before[k] = string(raw)
 	}
 	h.m.Close()
 	h.offline(func(store *eventstore.Store) {
 		must(t, store.ResetQueryStatus(ctx) == nil, "reset")
 		must(t, projections.Rewind(ctx, store.Projections, projections.ConsumerQueryStatus) == nil, "rewind")
 		keys, err := store.QueryList.Keys(ctx, ">")
-		must(t, err == nil && len(keys) == 0, "rows after the reset: %v %v", keys, err)
+		must(t, err == nil && len(keys) == 0, "index entries after the reset: %v %v", keys, err)
 	})
 	h.start()
-	for _, id := range ids {
-		eventually(t, 30*time.Second, "the rebuild of the row of "+id, func() bool {
-			e, err := h.m.Store.QueryList.Get(ctx, projections.ListKey(acct, id))
-			return err == nil && string(e.Value) == before[id]
-		})
+	eventually(t, 30*time.Second, "the rebuild of the list", func() bool {
+		r := h.api("GET", "/v1/queries", key, nil)
+		return r.status == 200 && string(r.body) == page
+	})
+	for _, k := range indexKeys {
+		raw, err := h.m.Store.QueryList.GetLatest(ctx, k)
+		must(t, err == nil && string(raw) == before[k], "%s after the rebuild: %s, want %s (%v)", k, raw, before[k], err)
 	}
 }

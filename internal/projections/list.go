@@ -22,10 +22,6 @@ func (r *Result) Summary() apiv1.QuerySummary {
 	}
 }
 
-// ListKey is the key of a query's row in the query_list bucket:
-// <account_id>.<request_id>.
-func ListKey(accountID, requestID string) string { return accountID + "." + requestID }
-
 // IndexPageSize is the number of request ids of a full page of an
 // account's index.
 const IndexPageSize = 128
@@ -221,57 +217,25 @@ func appendIndex(acct string, head IndexHead, last, ids []string) ([]eventstore.
 	return pages, eventstore.Entry{Key: IndexHeadKey(acct), Value: data}, cur, nil
 }
 
-// listEntries returns the query_list rows of the documents of order, in
-// the same order; a document not yet submitted has none.
-func listEntries(order []string, changed map[string]*QueryDoc) ([]eventstore.Entry, error) {
-	entries := make([]eventstore.Entry, 0, len(order))
-	for _, id := range order {
-		doc := changed[id]
-		if doc.AccountID == "" || doc.Result.RequestID == "" {
-			continue
-		}
-		data, err := json.Marshal(doc.Result.Summary())
-		if err != nil {
-			return nil, err
-		}
-		entries = append(entries, eventstore.Entry{Key: ListKey(doc.AccountID, id), Value: data})
-	}
-	return entries, nil
-}
+// indexComplete is the key of the query_list bucket that says every query
+// of query_status is in its account's index. It has no dot, so it is no
+// account's key. (A store written before the list was read from the
+// documents also holds a row per query, <account_id>.<request_id>, and the
+// key rows_complete: nothing reads them any more.)
+const indexComplete = "index_complete"
 
-// listComplete is the key of the query_list bucket that says every query
-// of query_status has its row, and indexComplete the key that says every
-// such query is in its account's index. They have no dot, so they are no
-// account's keys.
-const (
-	listComplete  = "rows_complete"
-	indexComplete = "index_complete"
-)
-
-// completeList gives every query of the query_status bucket its row in
-// query_list and its place in its account's index, once per store: a store
-// written before the list existed has documents but no rows, and one
-// written before the index has rows but no index. It runs when a run of the
-// projection begins, before the run's first batch, and marks each part
-// complete when done. An index filled here orders each account's queries by
-// request id (ULIDs, in order of admission) and holds every request id of
-// the bucket in memory while it is written; the queries whose submission
-// the run then applies for the first time follow them, since the batches
-// add to the index only the queries they store first.
-func (p *QueryStatus) completeList(ctx context.Context) error {
-	rowsDone, err := p.Store.QueryList.GetLatest(ctx, listComplete)
-	if err != nil {
-		return err
-	}
-	indexDone, err := p.Store.QueryList.GetLatest(ctx, indexComplete)
-	if err != nil || (rowsDone != nil && indexDone != nil) {
-		return err
-	}
-	const batch = 256
-	rows := make([]eventstore.Entry, 0, batch)
-	flush := func() error {
-		err := p.Store.QueryList.PutAll(ctx, rows)
-		rows = rows[:0]
+// completeIndex gives every query of the query_status bucket its place in
+// its account's index, once per store: a store written before the index
+// has documents but no index. It runs when a run of the projection
+// begins, before the run's first batch, and marks the index complete when
+// done. An index filled here orders each account's queries by request id
+// (ULIDs, in order of admission) and holds every request id of the bucket
+// in memory while it is written; the queries whose submission the run then
+// applies for the first time follow them, since the batches add to the
+// index only the queries they store first.
+func (p *QueryStatus) completeIndex(ctx context.Context) error {
+	done, err := p.Store.QueryList.GetLatest(ctx, indexComplete)
+	if err != nil || done != nil {
 		return err
 	}
 	byAccount := map[string][]string{}
@@ -281,35 +245,14 @@ func (p *QueryStatus) completeList(ctx context.Context) error {
 			if err := json.Unmarshal(value, &doc); err != nil {
 				return fmt.Errorf("decode %s: %w", key, err)
 			}
-			more, err := listEntries([]string{key}, map[string]*QueryDoc{key: &doc})
-			if err != nil || len(more) == 0 {
-				return err
-			}
-			if indexDone == nil {
+			if doc.AccountID != "" && doc.Result.RequestID != "" {
 				byAccount[doc.AccountID] = append(byAccount[doc.AccountID], key)
-			}
-			if rowsDone != nil {
-				return nil
-			}
-			if rows = append(rows, more...); len(rows) == batch {
-				return flush()
 			}
 			return nil
 		})
-		if err == nil {
-			err = flush()
-		}
 		if err != nil {
-			return fmt.Errorf("complete query_list: %w", err)
+			return fmt.Errorf("complete the index: %w", err)
 		}
-	}
-	if rowsDone == nil {
-		if _, err := p.Store.QueryList.Put(ctx, listComplete, []byte("1")); err != nil {
-			return err
-		}
-	}
-	if indexDone != nil {
-		return nil
 	}
 	for _, acct := range slices.Sorted(maps.Keys(byAccount)) {
 		ids := byAccount[acct]

@@ -12,9 +12,9 @@ import (
 )
 
 // QueryStatus projects QUERIES into the query_status bucket, and each
-// query's list row and each account's index of its queries into the
-// query_list bucket. It keeps the
-// documents of unfinished queries in memory, as it is their only writer, and
+// account's index of its queries into the query_list bucket (written once
+// per query, at its submission; GET /v1/queries reads each listed query's
+// document). It keeps the documents of unfinished queries in memory, as it is their only writer, and
 // writes each query changed by a batch of events once.
 type QueryStatus struct {
 	Store *eventstore.Store
@@ -41,7 +41,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 			return err
 		}
 		p.fresh = empty
-		if err := p.completeList(ctx); err != nil {
+		if err := p.completeIndex(ctx); err != nil {
 			p.run = nil
 			return err
 		}
@@ -73,7 +73,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 		doc.Apply(r)
 	}
 	// The index pages are stored first, then the index heads, then the
-	// documents, then the rows: a batch retried after a crash adds to the
+	// documents: a batch retried after a crash adds to the
 	// index every submission whose document was not stored, and the heads'
 	// sequences keep it from adding one twice.
 	pages, heads, tails, err := p.indexEntries(ctx, add)
@@ -98,13 +98,6 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 		entries = append(entries, eventstore.Entry{Key: id, Value: data})
 	}
 	if err := p.Store.QueryStatus.PutAll(ctx, entries); err != nil {
-		return err
-	}
-	rows, err := listEntries(order, changed)
-	if err != nil {
-		return err
-	}
-	if err := p.Store.QueryList.PutAll(ctx, rows); err != nil {
 		return err
 	}
 	for _, id := range order {

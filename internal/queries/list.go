@@ -24,9 +24,9 @@ const (
 	MaxListLimit     = 100
 )
 
-// maxListScan bounds the rows one list request reads: with a filter that
-// few rows match, a page may end with fewer rows than its limit, has_more
-// set and a cursor that goes on from the last row read.
+// maxListScan bounds the query documents one list request reads: with a
+// filter that few queries match, a page may end with fewer rows than its
+// limit, has_more set and a cursor that goes on from the last query read.
 const maxListScan = 1000
 
 // maxCursor bounds the length of an after cursor.
@@ -126,14 +126,16 @@ func decodeCursor(c string) (string, int, bool) {
 }
 
 // List returns a page of caller's account's queries, newest first (in
-// order of admission), from the query_list read model: it reads the head
-// of the account's index, the index pages the page spans (from the newest,
-// or from the cursor's place, checked against the request id the cursor
-// names), and each row it needs by key. Its reads are bounded by the page,
-// whatever the number of the account's queries: the rows of the page and
-// one more, and at most maxListScan rows with a filter few rows match. A
-// query appears once the query projection has applied its submission,
-// moments after it is accepted. A cursor that does not name a query of the
+// order of admission): it reads the head of the account's index in the
+// query_list bucket, the index pages the page spans (from the newest, or
+// from the cursor's place, checked against the request id the cursor
+// names), and the query_status document of each query it needs, by key,
+// as a poll does; each row is the summary of that document's result. Its
+// reads are bounded by the page, whatever the number of the account's
+// queries: the documents of the page and one more, and at most maxListScan
+// documents with a filter few queries match. A query appears once the query
+// projection has stored its document, moments after it is accepted; one in
+// the index whose document is not stored yet is passed over. A cursor that does not name a query of the
 // account at its place is invalid_request.
 func (s *Service) List(ctx context.Context, caller accounts.Caller, p ListParams) (apiv1.QueryList, error) {
 	page := apiv1.QueryList{Object: "list", Data: []apiv1.QuerySummary{}}
@@ -174,17 +176,13 @@ func (s *Service) List(ctx context.Context, caller accounts.Caller, p ListParams
 		if err != nil {
 			return page, err
 		}
-		entry, err := idx.bucket.Get(ctx, projections.ListKey(caller.AccountID, id))
+		row, ok, err := s.summary(ctx, caller.AccountID, id)
 		switch {
-		case errors.Is(err, eventstore.ErrNotFound):
-			last, lastID = pos, id
-			continue
 		case err != nil:
 			return page, err
-		}
-		var row apiv1.QuerySummary
-		if err := json.Unmarshal(entry.Value, &row); err != nil {
-			return page, err
+		case !ok:
+			last, lastID = pos, id
+			continue
 		}
 		if (p.Status != "" && row.Status != p.Status) || (p.Mode != "" && row.Mode != p.Mode) {
 			last, lastID = pos, id
@@ -277,7 +275,33 @@ func (x *index) at(ctx context.Context, pos int) (string, error) {
 	return x.ids[i], nil
 }
 
-// listReader is what List reads of the query_list bucket.
+// summary returns the row of query id of account acct, read from its
+// query_status document; false when no document of acct's is stored for it
+// (the projection stores the index before the documents).
+func (s *Service) summary(ctx context.Context, acct, id string) (apiv1.QuerySummary, bool, error) {
+	entry, err := s.docBucket().Get(ctx, id)
+	switch {
+	case errors.Is(err, eventstore.ErrNotFound):
+		return apiv1.QuerySummary{}, false, nil
+	case err != nil:
+		return apiv1.QuerySummary{}, false, err
+	}
+	doc, err := projections.ParseStored(entry.Value)
+	if err != nil {
+		return apiv1.QuerySummary{}, false, fmt.Errorf("list %s: decode %s: %w", acct, id, err)
+	}
+	var r projections.Result
+	if err := json.Unmarshal(doc.Result, &r); err != nil {
+		return apiv1.QuerySummary{}, false, fmt.Errorf("list %s: decode %s: %w", acct, id, err)
+	}
+	if doc.AccountID != acct || r.RequestID == "" {
+		return apiv1.QuerySummary{}, false, nil
+	}
+	return r.Summary(), true, nil
+}
+
+// listReader is what List reads of the query_list and query_status
+// buckets.
 type listReader interface {
 	Get(ctx context.Context, key string) (eventstore.Entry, error)
 	GetLatest(ctx context.Context, key string) ([]byte, error)
@@ -290,4 +314,13 @@ func (s *Service) listBucket() listReader {
 		return s.listReads
 	}
 	return s.Store.QueryList
+}
+
+// docBucket returns the query_status bucket, or the reader a test put in
+// its place.
+func (s *Service) docBucket() listReader {
+	if s.docReads != nil {
+		return s.docReads
+	}
+	return s.Store.QueryStatus
 }

@@ -51,9 +51,10 @@ type Service struct {
 	Limit int
 	Now   func() time.Time
 
-	// listReads, when set, stands in for the query_list bucket in List
-	// (tests count the reads of a request through it).
-	listReads listReader
+	// listReads and docReads, when set, stand in for the query_list and
+	// query_status buckets in List (tests count the reads of a request
+	// through them).
+	listReads, docReads listReader
 
 	init  sync.Once
 	slots *lru.Cache[string, *keySlots] // by fingerprint
