@@ -290,14 +290,18 @@ func (s *Service) summary(ctx context.Context, acct, id string) (apiv1.QuerySumm
 	if err != nil {
 		return apiv1.QuerySummary{}, false, fmt.Errorf("list %s: decode %s: %w", acct, id, err)
 	}
-	var r projections.Result
-	if err := json.Unmarshal(doc.Result, &r); err != nil {
+	// A summary's fields are the result's, under the same names: decoding
+	// the result into one skips the models' answers (what
+	// projections.Result.Summary keeps of it).
+	var row apiv1.QuerySummary
+	if err := json.Unmarshal(doc.Result, &row); err != nil {
 		return apiv1.QuerySummary{}, false, fmt.Errorf("list %s: decode %s: %w", acct, id, err)
 	}
-	if doc.AccountID != acct || r.RequestID == "" {
+	if doc.AccountID != acct || row.RequestID == "" {
 		return apiv1.QuerySummary{}, false, nil
 	}
-	return r.Summary(), true, nil
+	row.Object = "query.summary"
+	return row, true, nil
 }
 
 // listReader is what List reads of the query_list and query_status
