@@ -311,18 +311,39 @@ func (m *Models) writeAnswer(ctx context.Context, ref events.ModelRef, instructi
 
 // answer is a model's plain answer to the question, with the query's files.
 func (m *Models) answer(ctx context.Context, j *job, ref events.ModelRef, prompt string) events.Event {
-	req, err := j.withFiles(ctx, m.Files, ref, j.withTools(providers.Request{
+	// The call waits in m.complete for as long as the model takes, holding
+	// this frame: building the request and the event are in helpers, so the
+	// frame (and the stack of every goroutine waiting on a model) stays small.
+	req, err := j.answerRequest(ctx, m.Files, ref, prompt)
+	if err != nil {
+		return m.answered(ref, nil, err)
+	}
+	resp, err := m.complete(ctx, ref, req)
+	return m.answered(ref, &resp, err)
+}
+
+// answerRequest is the request of a model's answer to prompt.
+//
+//go:noinline
+func (j *job) answerRequest(ctx context.Context, files FileSource, ref events.ModelRef, prompt string) (providers.Request, error) {
+	return j.withFiles(ctx, files, ref, j.withTools(providers.Request{
 		Purpose:  events.StepAnswer,
 		Messages: []providers.Message{{Role: providers.RoleUser, Content: prompt}},
 	}))
+}
+
+// answered is the event of a model's answer: resp and err as the call
+// returned them (resp nil when the call was never made).
+//
+//go:noinline
+func (m *Models) answered(ref events.ModelRef, resp *providers.Response, err error) events.Event {
 	if err != nil {
-		return failed(ref, providers.Response{}, err)
+		if resp == nil {
+			resp = &providers.Response{}
+		}
+		return failed(ref, *resp, err)
 	}
-	resp, err := m.complete(ctx, ref, req)
-	if err != nil {
-		return failed(ref, resp, err)
-	}
-	mt := m.meter(ref, resp)
+	mt := m.meter(ref, *resp)
 	return events.ModelAnswered{Model: ref, Answer: resp.Text, Citations: resp.Citations, Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros, ToolCalls: resp.ToolCalls}
 }
 

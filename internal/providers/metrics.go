@@ -76,9 +76,23 @@ const tracerName = "github.com/crosscheck/crosscheck/internal/providers"
 // Complete runs req on the provider, within a span of its own. The span's
 // attributes are built only when the span is recorded.
 func (m *Metered) Complete(ctx context.Context, req Request) (Response, error) {
+	// The call waits in m.Provider.Complete for as long as the model takes,
+	// holding this frame: the span's and the metrics' work is in start and
+	// finish, so the frame (and the stack of every goroutine waiting on a
+	// model) stays small.
 	model := ModelLabel(m.Name, req.Model)
+	ctx, span := m.start(ctx, model, &req)
+	began := time.Now()
+	resp, err := m.Provider.Complete(ctx, req)
+	m.finish(ctx, span, model, req.Purpose, &resp, err, time.Since(began))
+	return resp, err
+}
+
+// start opens the call's span and puts an observer of its retries in ctx.
+//
+//go:noinline
+func (m *Metered) start(ctx context.Context, model string, req *Request) (context.Context, trace.Span) {
 	ctx, span := otel.Tracer(tracerName).Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient))
-	defer span.End()
 	recording := span.IsRecording()
 	if recording {
 		span.SetAttributes(
@@ -88,19 +102,27 @@ func (m *Metered) Complete(ctx context.Context, req Request) (Response, error) {
 			attribute.String("crosscheck.purpose", req.Purpose),
 		)
 		if m.CaptureContent {
-			span.SetAttributes(attribute.String("gen_ai.prompt", promptText(req)))
+			span.SetAttributes(attribute.String("gen_ai.prompt", promptText(*req)))
 		}
 	}
+	purpose := req.Purpose
 	ctx = WithAttemptObserver(ctx, chainObserver(ctx, func(attempt int, failure *Error, wait time.Duration) {
-		modelCalls.WithLabelValues(m.Name, model, req.Purpose, OutcomeRetried).Inc()
+		modelCalls.WithLabelValues(m.Name, model, purpose, OutcomeRetried).Inc()
 		if recording {
 			span.AddEvent("retry", trace.WithAttributes(attribute.Int("attempt", attempt), attribute.String("error.type", failure.Class),
 				attribute.Int64("retry_in_ms", wait.Milliseconds())))
 		}
 	}))
-	start := time.Now()
-	resp, err := m.Provider.Complete(ctx, req)
-	modelCallDuration.WithLabelValues(m.Name, model, req.Purpose).Observe(time.Since(start).Seconds())
+	return ctx, span
+}
+
+// finish counts the call's outcome, latency and tokens and ends its span.
+//
+//go:noinline
+func (m *Metered) finish(ctx context.Context, span trace.Span, model, purpose string, resp *Response, err error, took time.Duration) {
+	defer span.End()
+	recording := span.IsRecording()
+	modelCallDuration.WithLabelValues(m.Name, model, purpose).Observe(took.Seconds())
 	outcome := OutcomeOK
 	if err != nil {
 		class := Classify(err).Class
@@ -133,11 +155,10 @@ func (m *Metered) Complete(ctx context.Context, req Request) (Response, error) {
 	if recording {
 		span.SetAttributes(attribute.String("crosscheck.outcome", outcome))
 	}
-	modelCalls.WithLabelValues(m.Name, model, req.Purpose, outcome).Inc()
+	modelCalls.WithLabelValues(m.Name, model, purpose, outcome).Inc()
 	if m.Name == CustomProvider {
 		customerBilled.WithLabelValues(outcome).Inc()
 	}
-	return resp, err
 }
 
 // chainObserver returns observe followed by the observer ctx carried

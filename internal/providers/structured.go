@@ -23,15 +23,25 @@ var _ Provider = (*Structured)(nil)
 
 // Complete runs req and validates its structured output.
 func (s *Structured) Complete(ctx context.Context, req Request) (Response, error) {
+	// The call waits in s.Provider.Complete for as long as the model takes,
+	// holding this frame: the repair is in repair, so the frame stays small.
 	resp, err := s.Provider.Complete(ctx, req)
 	if err != nil || req.Schema == nil {
 		return resp, err
 	}
+	return s.repair(ctx, &req, resp)
+}
+
+// repair validates resp, the answer to req, and when it is invalid asks the
+// model once to correct it.
+//
+//go:noinline
+func (s *Structured) repair(ctx context.Context, req *Request, resp Response) (Response, error) {
 	verr := Validate(req.Schema, &resp)
 	if verr == nil {
 		return resp, nil
 	}
-	repair := req
+	repair := *req
 	repair.Messages = append(append([]Message(nil), req.Messages...),
 		Message{Role: RoleAssistant, Content: resp.Text},
 		Message{Role: RoleUser, Content: fmt.Sprintf("Your reply is not a valid JSON object for the schema %q: %v. Reply again with only the corrected JSON object.", req.Schema.Name, verr)},
