@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -49,10 +50,18 @@ var knownMethods = map[string]bool{
 	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
 }
 
+// untraced is the tracer provider a process has until it installs one
+// (telemetry.Setup, when an exporter is configured, or a test): spans of it
+// are never recorded.
+var untraced = otel.GetTracerProvider()
+
 // observed serves next within a span of its own (continuing the caller's
 // trace when the request carries a traceparent) and counts each request
 // under the route pattern it matched, never its raw path. Use it as the
-// router's first middleware.
+// router's first middleware. While the process traces nothing (no tracer
+// provider installed), a request gets no span, so the HTTP layer costs
+// what the counting costs: the trace of a request starts in a process that
+// exports.
 func observed(next http.Handler) http.Handler {
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpInFlight.Inc()
@@ -76,13 +85,21 @@ func observed(next http.Handler) http.Handler {
 		}
 		httpRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
 		httpDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
-		span := trace.SpanFromContext(r.Context())
-		span.SetName(method + " " + route)
-		span.SetAttributes(attribute.String("http.route", route))
+		if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+			span.SetName(method + " " + route)
+			span.SetAttributes(attribute.String("http.route", route))
+		}
 	})
-	return otelhttp.NewHandler(counted, "http", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+	traced := otelhttp.NewHandler(counted, "http", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 		return r.Method
 	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if otel.GetTracerProvider() == untraced {
+			counted.ServeHTTP(w, r)
+			return
+		}
+		traced.ServeHTTP(w, r)
+	})
 }
 
 // routePattern returns the pattern of the route r matched, or
