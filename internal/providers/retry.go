@@ -44,39 +44,53 @@ var _ Provider = (*Retry)(nil)
 
 // Complete runs req until it succeeds, fails for good, or ctx ends.
 func (r *Retry) Complete(ctx context.Context, req Request) (Response, error) {
+	// Each attempt waits on the model in this frame, as deep as the call
+	// path allows (no frame of its own): the retry's decision is in again.
 	for attempt := 0; ; attempt++ {
-		resp, err := r.attempt(ctx, req)
-		if err == nil || ctx.Err() != nil || attempt >= len(r.Delays) {
-			return resp, err
+		actx, cancel := r.attemptContext(ctx)
+		start := time.Now()
+		resp, err := r.Provider.Complete(actx, req)
+		cancel()
+		if resp.Latency == 0 {
+			resp.Latency = time.Since(start)
 		}
-		e := Classify(err)
-		if !e.Retriable() {
+		if err == nil || !r.again(ctx, attempt, err) {
 			return resp, err
-		}
-		wait := max(r.Delays[attempt], min(e.RetryAfter, MaxRetryAfter))
-		if observe, ok := ctx.Value(observerKey{}).(AttemptObserver); ok {
-			observe(attempt+1, e, wait)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return resp, err
-		case <-t.C:
 		}
 	}
 }
 
-func (r *Retry) attempt(ctx context.Context, req Request) (Response, error) {
+// attemptContext bounds one attempt by r.Timeout, if set.
+func (r *Retry) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if r.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.Timeout)
-		defer cancel()
+		return context.WithTimeout(ctx, r.Timeout)
 	}
-	start := time.Now()
-	resp, err := r.Provider.Complete(ctx, req)
-	if resp.Latency == 0 {
-		resp.Latency = time.Since(start)
+	return ctx, func() {}
+}
+
+// again reports whether attempt, which failed with err, is retried, after
+// waiting its delay (or the upstream's advice, whichever is longer); false
+// when ctx ended, the attempts are spent or err is not retriable.
+//
+//go:noinline
+func (r *Retry) again(ctx context.Context, attempt int, err error) bool {
+	if ctx.Err() != nil || attempt >= len(r.Delays) {
+		return false
 	}
-	return resp, err
+	e := Classify(err)
+	if !e.Retriable() {
+		return false
+	}
+	wait := max(r.Delays[attempt], min(e.RetryAfter, MaxRetryAfter))
+	if observe, ok := ctx.Value(observerKey{}).(AttemptObserver); ok {
+		observe(attempt+1, e, wait)
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
