@@ -22,13 +22,20 @@ bench: ## measure the service beside the raw JetStream limit under both fsync po
 	BENCH_OUT=$(BENCH_OUT) $(GO) run ./cmd/crosscheck bench
 
 fuzz: ## run each fuzz target for FUZZTIME
-	$(GO) test ./internal/keys -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
-	$(GO) test ./internal/queries -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/keys -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/queries -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/handlers -run '^$$' -fuzz FuzzSSEFrame -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/handlers -run '^$$' -fuzz FuzzCheckUTF8 -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/handlers -run '^$$' -fuzz FuzzUpload -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/modes -run '^$$' -fuzz FuzzCited -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/eventstore -run '^$$' -fuzz FuzzTraceHeaders -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/queries -run '^$$' -fuzz '^FuzzParseListParams$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/chat -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/events -run '^$$' -fuzz '^FuzzDecodeData$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/egress -run '^$$' -fuzz '^FuzzParseAllow$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/byom -run '^$$' -fuzz '^FuzzParseKeys$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/byom -run '^$$' -fuzz '^FuzzConnectRequest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./client -run '^$$' -fuzz '^FuzzSSEReader$$' -parallel 1 -fuzztime $(FUZZTIME)
 	for f in FuzzParseSearXNG FuzzParseBrave FuzzParseTavily FuzzPassages; do \
 		$(GO) test ./internal/search -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; done
 	for f in FuzzFrontMatter FuzzExtractHTML FuzzExtractMarkdown FuzzExtractPDF FuzzExtractDOCX FuzzExtractDOC; do \
