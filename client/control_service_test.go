@@ -220,9 +220,24 @@ func TestCancelAgainstTheService(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != client.CodeCancelled {
 		t.Fatalf("Stream after Cancel = %v; want the query's error cancelled", err)
 	}
-	if end == nil || end.Status != client.StatusFailed || end.Credits.Charged == nil || *end.Credits.Charged >= end.Credits.Estimated {
-		t.Fatalf("ended %+v; want failed, charged less than estimated", end)
+	if end == nil || end.Status != client.StatusFailed {
+		t.Fatalf("ended %+v; want failed", end)
 	}
+	// The stream can end before the read model shows the settlement (Stream
+	// then reports the end the stream told): the charge is read once it does.
+	eventually(t, 30*time.Second, func() error {
+		q, err := c.Get(ctx, acc.RequestID)
+		if err != nil {
+			return err
+		}
+		if q.Status != client.StatusFailed || q.Credits.Charged == nil {
+			return errors.New("the query's settlement is not shown yet")
+		}
+		if *q.Credits.Charged >= q.Credits.Estimated {
+			t.Fatalf("charged %v of an estimate of %v; want less: only the finished calls", *q.Credits.Charged, q.Credits.Estimated)
+		}
+		return nil
+	})
 
 	if _, err := c.Cancel(ctx, acc.RequestID); !errors.As(err, &e) || e.Code != client.CodeQueryEnded || e.Status != 409 {
 		t.Fatalf("Cancel of an ended query = %v; want 409 query_ended", err)
