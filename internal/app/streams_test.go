@@ -114,7 +114,19 @@ func TestManyStreamsReturnToBaseline(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	tr := client.Transport.(*http.Transport)
 	defer tr.CloseIdleConnections()
-	baseConsumers := h.queriesConsumers()
+	// The restarted process's own consumers (its worker's cancel watch among
+	// them) start beside its readiness: the baseline is the count once it
+	// has held for a second.
+	baseConsumers, same := h.queriesConsumers(), 0
+	storetest.WaitFor(t, 10*time.Second, "the QUERIES consumers of the restarted process steady", func() bool {
+		time.Sleep(100 * time.Millisecond)
+		if n := h.queriesConsumers(); n != baseConsumers {
+			baseConsumers, same = n, 0
+			return false
+		}
+		same++
+		return same >= 10
+	})
 	// A first stream, so the baseline counts what stays of it in the
 	// process (the connection pool's and the client's goroutines).
 	openStarted(t, client, h.m.URL()+"/v1/queries/"+running+"/stream", key).Body.Close()
