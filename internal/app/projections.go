@@ -114,9 +114,9 @@ func keepRunning(ctx context.Context, name string, run func(context.Context) err
 // process is the only one. On a shared JetStream every API process runs the
 // projectors and a lease lets one at a time apply each projection.
 func (m *Main) runProjections(ctx context.Context) {
-	status := &projections.QueryStatus{Store: m.Store}
+	status := &projections.QueryStatus{Store: m.Store, Every: projections.RunningDocEvery}
 	runners := []*projections.Runner{
-		{Name: projections.ConsumerQueryStatus, Stream: m.Store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: status.HandleBatch},
+		{Name: projections.ConsumerQueryStatus, Stream: m.Store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: status.HandleBatch, Deferred: status},
 		{Name: projections.ConsumerAccounts, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"},
 			HandleBatch: projections.Accounts(&projections.Keys{Store: m.Store}, &projections.Balances{Store: m.Store})},
 	}

@@ -814,11 +814,11 @@ func replay(ctx context.Context, store *eventstore.Store) (int64, float64, error
 	}
 	total := int64(state.Msgs)
 	var applied atomic.Int64
-	status := &projections.QueryStatus{Store: store}
+	status := &projections.QueryStatus{Store: store, Every: projections.RunningDocEvery}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	finished := make(chan struct{})
-	runner := &projections.Runner{Name: name, Stream: store.Queries, Filters: []string{"ev.query.>"}, Log: zerolog.Nop(), Checkpoints: store.Projections,
+	runner := &projections.Runner{Name: name, Stream: store.Queries, Filters: []string{"ev.query.>"}, Log: zerolog.Nop(), Checkpoints: store.Projections, Deferred: status,
 		HandleBatch: func(ctx context.Context, recs []events.Record) error {
 			if err := status.HandleBatch(ctx, recs); err != nil {
 				return err

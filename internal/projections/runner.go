@@ -27,6 +27,19 @@ const (
 // sequence: after a crash the events since the last checkpoint come again.
 type BatchHandler func(ctx context.Context, recs []events.Record) error
 
+// Deferring is a handler that holds some applied changes in memory and
+// stores them later (see QueryStatus.Every). The runner asks it to store
+// what is due after each batch and when the next change falls due, to store
+// everything when it stops, and never writes its checkpoint past an event
+// whose change is still held: a crash replays that event.
+type Deferring interface {
+	// Flush stores the held changes that are due (all of them when all is
+	// set). It returns the sequence of the oldest event whose change is
+	// still held and when the next held change falls due: 0 and the zero
+	// time when nothing is held, also after an error.
+	Flush(ctx context.Context, all bool) (held uint64, due time.Time, err error)
+}
+
 // Runner feeds a handler every event of a stream in stream order, every
 // event already delivered (up to Batch) at once. Its position is a
 // checkpoint in the projections bucket, written after an applied batch at
@@ -46,7 +59,9 @@ type Runner struct {
 	Checkpoints *eventstore.Bucket
 	// Batch bounds a batch; zero means defaultBatch.
 	Batch int
-	Log   zerolog.Logger
+	// Deferred, when set, is the handler's store of held changes.
+	Deferred Deferring
+	Log      zerolog.Logger
 }
 
 // defaultBatch is the largest batch a runner hands its handler by default.
@@ -114,6 +129,28 @@ func (r *Runner) Run(ctx context.Context) error {
 	// replays a few events the projections ignore by sequence.
 	var saved, applied uint64 = pos, pos
 	var savedAt time.Time
+	// held is the oldest event whose change the handler holds unstored,
+	// due when the next held change must be stored (see Deferring).
+	var held uint64
+	var due time.Time
+	flush := func(ctx context.Context, all bool) {
+		if r.Deferred == nil {
+			return
+		}
+		h, d, err := r.Deferred.Flush(ctx, all)
+		if err != nil {
+			r.Log.Warn().Err(err).Str("consumer", r.Name).Msg("projection: held changes not stored; retrying")
+			d = time.Now().Add(time.Second)
+		}
+		held, due = h, d
+	}
+	// mark is the checkpoint: the last event applied and stored.
+	mark := func() uint64 {
+		if held != 0 && held-1 < applied {
+			return held - 1
+		}
+		return applied
+	}
 	var appliedSeq atomic.Uint64
 	appliedSeq.Store(pos)
 	lagDone := make(chan struct{})
@@ -124,22 +161,26 @@ func (r *Runner) Run(ctx context.Context) error {
 	}()
 	defer func() { stopLag(); <-lagDone }()
 	save := func(ctx context.Context) {
-		if applied == saved {
+		at := mark()
+		if at == saved {
 			return
 		}
-		if _, err := r.Checkpoints.Put(ctx, r.Name, []byte(strconv.FormatUint(applied, 10))); err != nil {
+		if _, err := r.Checkpoints.Put(ctx, r.Name, []byte(strconv.FormatUint(at, 10))); err != nil {
 			r.Log.Warn().Err(err).Str("consumer", r.Name).Msg("projection: checkpoint not written; it is written with the next batch")
 			return
 		}
-		saved, savedAt = applied, time.Now()
+		saved, savedAt = at, time.Now()
 	}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
+		flush(ctx, true)
 		save(ctx)
 	}()
 	idle := time.NewTimer(checkpointEvery)
 	defer idle.Stop()
+	deferred := time.NewTimer(time.Hour)
+	defer deferred.Stop()
 	recs := make([]events.Record, 0, size)
 	for {
 		recs = recs[:0]
@@ -155,16 +196,23 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		// An applied batch whose checkpoint is not written yet is
 		// written when no event comes for checkpointEvery.
-		var idleC <-chan time.Time
-		if applied != saved {
+		var idleC, dueC <-chan time.Time
+		if mark() != saved {
 			idle.Reset(checkpointEvery)
 			idleC = idle.C
+		}
+		if held != 0 {
+			deferred.Reset(time.Until(due))
+			dueC = deferred.C
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-idleC:
 			save(ctx)
+			continue
+		case <-dueC:
+			flush(ctx, false)
 			continue
 		case d := <-in:
 			take(d)
@@ -186,6 +234,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				if err == nil {
 					applied = recs[len(recs)-1].Seq
 					appliedSeq.Store(applied)
+					flush(ctx, false)
 					setLag(r.Name, pending)
 					if time.Since(savedAt) >= checkpointEvery {
 						save(ctx)

@@ -6,20 +6,41 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 )
 
+// RunningDocEvery is how often at most the service stores a running
+// query's document (QueryStatus.Every): a poll sees a running query's
+// progress up to this late, its submission and its end at once. Each store
+// is a write to the query_status stream (an fsync under fsync always), and
+// a query's events come one by one: stored with every batch, a document
+// took ~9 writes per query under load, as many as the query's own events.
+const RunningDocEvery = 250 * time.Millisecond
+
 // QueryStatus projects QUERIES into the query_status bucket, and each
 // account's index of its queries into the query_list bucket (written once
 // per query, at its submission; GET /v1/queries reads each listed query's
-// document). It keeps the documents of unfinished queries in memory, as it is their only writer, and
-// writes each query changed by a batch of events once.
+// document). It keeps the documents of unfinished queries in memory, as it
+// is their only writer, and writes each query changed by a batch of events
+// once; with Every set, a running query's document less often (see Every).
 type QueryStatus struct {
 	Store *eventstore.Store
+	// Every, when set, is how long a change to a running query's document
+	// may be held in memory before it is stored: each document is then
+	// written when its query is submitted, at most once per Every while it
+	// runs, and when it ends, instead of once per batch that touches it.
+	// A poll reads a running query's progress up to Every late (the event
+	// stream, which SSE follows, is never late); its end at once. Held
+	// changes are stored through Flush (the runner's Deferred).
+	Every time.Duration
 
 	cache map[string]*QueryDoc // used by the runner's goroutine only
+	// held are the queries whose cached document has changes not stored
+	// yet (used by the runner's goroutine only).
+	held map[string]heldDoc
 	// tails are the ends of the accounts' indexes as this run stored them
 	// (used by the runner's goroutine only).
 	tails map[string]indexTail
@@ -34,7 +55,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 	if run := runOf(ctx); p.cache == nil || run != p.run {
 		// Another process may have run the projection since this run's
 		// predecessor filled the cache: the stored documents are the truth.
-		p.cache, p.run, p.tails = map[string]*QueryDoc{}, run, map[string]indexTail{}
+		p.cache, p.run, p.tails, p.held = map[string]*QueryDoc{}, run, map[string]indexTail{}, map[string]heldDoc{}
 		empty, err := p.Store.QueryStatus.Empty(ctx)
 		if err != nil {
 			p.run = nil // asked again with the batch's retry
@@ -48,6 +69,9 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 	}
 	changed := map[string]*QueryDoc{}
 	var order []string
+	// first is the first event of the batch applied to each changed
+	// document; stored, whether its document was stored before the batch.
+	first, stored := map[string]uint64{}, map[string]bool{}
 	var add []indexed
 	for _, r := range recs {
 		id := events.AggregateID(r.Envelope.Subject)
@@ -63,6 +87,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 			doc = cur.clone()
 			changed[id] = doc
 			order = append(order, id)
+			first[id], stored[id] = r.Seq, cur.Seq != 0
 		}
 		// The submission of a query this document had not applied joins
 		// its account's index (unless the index took it before a crash: by
@@ -89,9 +114,18 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 		return err
 	}
 	p.keepTails(tails)
+	// A document is stored now unless it is a running query's, stored
+	// before, that may wait (see Every).
+	now := time.Now()
 	entries := make([]eventstore.Entry, 0, len(order))
+	var hold []string
 	for _, id := range order {
-		data, err := changed[id].Encode()
+		doc := changed[id]
+		if p.Every > 0 && stored[id] && !doc.Result.Terminal() {
+			hold = append(hold, id)
+			continue
+		}
+		data, err := doc.Encode()
 		if err != nil {
 			return err
 		}
@@ -107,7 +141,64 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 			p.cache[id] = doc
 		}
 	}
+	for _, e := range entries {
+		delete(p.held, e.Key)
+	}
+	for _, id := range hold {
+		if _, ok := p.held[id]; !ok {
+			p.held[id] = heldDoc{seq: first[id], since: now}
+		}
+	}
 	return nil
+}
+
+// heldDoc is a document's change held unstored: since its event seq,
+// applied at since.
+type heldDoc struct {
+	seq   uint64
+	since time.Time
+}
+
+// Flush stores the documents whose changes were held for Every (all of
+// them when all is set); see Deferring.
+func (p *QueryStatus) Flush(ctx context.Context, all bool) (uint64, time.Time, error) {
+	now := time.Now()
+	var entries []eventstore.Entry
+	for id, h := range p.held {
+		if !all && now.Sub(h.since) < p.Every {
+			continue
+		}
+		data, err := p.cache[id].Encode()
+		if err != nil {
+			held, due := p.oldestHeld()
+			return held, due, err
+		}
+		entries = append(entries, eventstore.Entry{Key: id, Value: data})
+	}
+	err := p.Store.QueryStatus.PutAll(ctx, entries)
+	if err == nil {
+		for _, e := range entries {
+			delete(p.held, e.Key)
+		}
+	}
+	held, due := p.oldestHeld()
+	return held, due, err
+}
+
+// oldestHeld is the oldest event whose change is held and when the next
+// held change falls due.
+func (p *QueryStatus) oldestHeld() (uint64, time.Time) {
+	var seq uint64
+	var due time.Time
+	for _, h := range p.held {
+		if seq == 0 || h.seq < seq {
+			seq = h.seq
+		}
+		if at := h.since.Add(p.Every); due.IsZero() || at.Before(due) {
+			due = at
+		}
+	}
+	return seq, due
 }
 
 // load returns the current document of id, to which r applies next:

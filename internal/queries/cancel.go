@@ -10,6 +10,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
+	"github.com/crosscheck/crosscheck/internal/projections"
 )
 
 // cancelAttempts bounds the load-decide-append rounds of a cancel that keep
@@ -18,7 +19,8 @@ const cancelAttempts = 20
 
 // Cancel asks to stop caller's query id: it appends cancel_requested to the
 // query (once: a second request while the first is pending appends nothing)
-// and returns the query's result as Get returns it at that moment. The worker
+// and returns the query's result at that moment, folded from the events it
+// decided on (the read model may hold a running query's progress back). The worker
 // running the query, in whatever process, ends its model calls and the query
 // ends failed with code cancelled. A query of another account, or an unknown
 // id, is not_found; a query that has ended (or whose ending is being
@@ -29,7 +31,7 @@ func (s *Service) Cancel(ctx context.Context, caller accounts.Caller, id string)
 		return nil, notFound
 	}
 	for range cancelAttempts {
-		q, _, err := s.Store.LoadQuery(ctx, id)
+		q, recs, err := s.Store.LoadQuery(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -41,7 +43,7 @@ func (s *Service) Cancel(ctx context.Context, caller accounts.Caller, id string)
 			return nil, err
 		}
 		if ev == nil {
-			return s.Get(ctx, caller, id)
+			return json.Marshal(projections.FoldQuery(recs).Result)
 		}
 		env, err := events.Wrap(events.AggregateQuery, id, ev, s.Now())
 		if err != nil {
@@ -50,7 +52,7 @@ func (s *Service) Cancel(ctx context.Context, caller accounts.Caller, id string)
 		_, err = s.Store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, id), Seq: q.LastSeq})
 		switch {
 		case err == nil:
-			return s.Get(ctx, caller, id)
+			return json.Marshal(projections.FoldQuery(recs).Result)
 		case !errors.Is(err, eventstore.ErrConflict):
 			return nil, fmt.Errorf("append cancel_requested: %w", err)
 		}

@@ -1,0 +1,157 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
+)
+
+// With Every set, a query's document is stored when the query is
+// submitted and when it ends, by the batch that brings those events; a
+// running query's changes are held until Flush finds them due (or is told
+// to store everything), and Flush reports the oldest event held.
+func TestRunningDocumentWaitsItsEndDoesNot(t *testing.T) {
+	t.Parallel()
+	store := storetest.Open(t)
+	ctx := context.Background()
+	p := &QueryStatus{Store: store, Every: time.Hour}
+	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
+
+	apply(t, p, []events.Record{record(1, events.QuerySubmitted{RequestID: "req_1", AccountID: "acct_1", Mode: events.ModeUnify, Models: []events.ModelRef{m}})}, false)
+	if got := storedDoc(t, store, "req_1").Seq; got != 1 {
+		t.Fatalf("after the submission the stored document is at %d; want 1 (a new query is stored at once)", got)
+	}
+	apply(t, p, []events.Record{record(2, events.QueryStarted{}), record(3, events.ModelAnswered{Model: m, Answer: "A"})}, false)
+	if got := storedDoc(t, store, "req_1").Seq; got != 1 {
+		t.Fatalf("a running query's change was stored with its batch (document at %d); want it held", got)
+	}
+	held, due, err := p.Flush(ctx, false)
+	if err != nil || held != 2 || time.Until(due) < 59*time.Minute {
+		t.Fatalf("Flush before anything is due = %d, %v, %v; want 2 (the oldest held event), due in about an hour", held, due, err)
+	}
+	if got := storedDoc(t, store, "req_1").Seq; got != 1 {
+		t.Fatalf("Flush stored a change not yet due (document at %d)", got)
+	}
+	if held, _, err := p.Flush(ctx, true); err != nil || held != 0 {
+		t.Fatalf("Flush(all) = %d, %v; want nothing held", held, err)
+	}
+	if got := storedDoc(t, store, "req_1"); got.Seq != 3 || len(got.Result.Models) != 1 || got.Result.Models[0].Status != ModelAnswered {
+		t.Fatalf("after Flush(all) the document is at %d with %+v; want 3 with the answer", got.Seq, got.Result.Models)
+	}
+
+	apply(t, p, []events.Record{record(4, events.ProgressReported{Stage: "synthesis", Percent: 80})}, false)
+	apply(t, p, []events.Record{record(5, events.QueryCompleted{})}, false)
+	if got := storedDoc(t, store, "req_1"); got.Seq != 5 || !got.Result.Terminal() {
+		t.Fatalf("after the query's end the document is at %d (terminal %v); want 5, stored with its batch", got.Seq, got.Result.Terminal())
+	}
+	if held, _, err := p.Flush(ctx, false); err != nil || held != 0 {
+		t.Fatalf("after the end Flush = %d, %v; want nothing held (the end stored the held change too)", held, err)
+	}
+}
+
+// A held change falls due after Every: the runner stores it without
+// another event coming, and its checkpoint then reaches the last event.
+func TestRunnerStoresAHeldChangeWhenItFallsDue(t *testing.T) {
+	t.Parallel()
+	store := storetest.Open(t)
+	p := &QueryStatus{Store: store, Every: 100 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Runner{Name: ConsumerQueryStatus, Stream: store.Queries, Filters: []string{"ev.query.>"},
+		HandleBatch: p.HandleBatch, Deferred: p, Checkpoints: store.Projections, Log: zerolog.Nop()}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	const id = "req_01M80000000000000000000051"
+	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
+	submitted := appendQuery(t, store, id, events.QuerySubmitted{RequestID: id, Mode: events.ModeUnify, Models: []events.ModelRef{m}})
+	storetest.WaitFor(t, 10*time.Second, "the submission stored", func() bool { return storedDoc(t, store, id).Seq >= submitted })
+	last := appendQuery(t, store, id, events.ModelAnswered{Model: m, Answer: "A"})
+	storetest.WaitFor(t, 10*time.Second, "the held answer stored with no event after it", func() bool { return storedDoc(t, store, id).Seq == last })
+	storetest.WaitFor(t, 10*time.Second, "the checkpoint of the last event", func() bool {
+		pos, err := Checkpoint(context.Background(), store.Projections, ConsumerQueryStatus)
+		return err == nil && pos == last
+	})
+}
+
+// killed is a process that dies holding changes: its final Flush stores
+// nothing. It reports what the runner was told is held.
+type killed struct {
+	*QueryStatus
+	mu   sync.Mutex
+	held uint64
+}
+
+func (k *killed) Flush(ctx context.Context, all bool) (uint64, time.Time, error) {
+	if all {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		return k.held, time.Now(), errors.New("killed")
+	}
+	held, due, err := k.QueryStatus.Flush(ctx, all)
+	k.mu.Lock()
+	k.held = held
+	k.mu.Unlock()
+	return held, due, err
+}
+
+func (k *killed) lastHeld() uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.held
+}
+
+// A process that dies with a running query's change held leaves its
+// checkpoint before that change's event, so the next process applies it.
+func TestCheckpointStaysBeforeAHeldChange(t *testing.T) {
+	t.Parallel()
+	store := storetest.Open(t)
+	const id = "req_01M80000000000000000000052"
+	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
+	k := &killed{QueryStatus: &QueryStatus{Store: store, Every: time.Hour}}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Runner{Name: ConsumerQueryStatus, Stream: store.Queries, Filters: []string{"ev.query.>"},
+		HandleBatch: k.HandleBatch, Deferred: k, Checkpoints: store.Projections, Log: zerolog.Nop()}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	submitted := appendQuery(t, store, id, events.QuerySubmitted{RequestID: id, Mode: events.ModeUnify, Models: []events.ModelRef{m}})
+	storetest.WaitFor(t, 10*time.Second, "the submission stored", func() bool { return storedDoc(t, store, id).Seq == submitted })
+	storetest.WaitFor(t, 10*time.Second, "the checkpoint of the submission", func() bool {
+		pos, err := Checkpoint(context.Background(), store.Projections, ConsumerQueryStatus)
+		return err == nil && pos == submitted
+	})
+	started := appendQuery(t, store, id, events.QueryStarted{})
+	answered := appendQuery(t, store, id, events.ModelAnswered{Model: m, Answer: "A"})
+	storetest.WaitFor(t, 10*time.Second, "the runner holding the later events", func() bool { return k.lastHeld() == started })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := storedDoc(t, store, id).Seq; got != submitted {
+		t.Fatalf("the killed process stored the document at %d; want it left at the submission (%d)", got, submitted)
+	}
+	pos, err := Checkpoint(context.Background(), store.Projections, ConsumerQueryStatus)
+	if err != nil || pos != submitted {
+		t.Fatalf("checkpoint after the kill = %d, %v; want %d (before the held event %d)", pos, err, submitted, started)
+	}
+
+	// The next process applies the held events from the checkpoint.
+	runQueryStatus(t, store, &QueryStatus{Store: store}, id, answered)
+	got := storedDoc(t, store, id)
+	if got.Seq != answered || len(got.Result.Models) != 1 || got.Result.Models[0].Status != ModelAnswered {
+		t.Fatalf("after the next process the document is at %d with %+v; want %d with the answer", got.Seq, got.Result.Models, answered)
+	}
+}
+
+var _ Deferring = (*QueryStatus)(nil)
