@@ -194,6 +194,11 @@ func (m *Main) Open(ctx context.Context) error {
 		return err
 	}
 	estimator := &pricing.Estimator{Catalog: m.Catalog, Planner: pricing.PlanFunc(modes.Plan)}
+	// The tokenizers are loaded before the process serves: no query pays
+	// the load, and the memory they hold is part of the process's start.
+	if err := estimator.LoadTokenizers(); err != nil {
+		m.Log.Warn().Err(err).Msg("pre-flight estimates of these models count one token per four bytes")
+	}
 	models := modes.Models{Providers: registry.Calls(backends, m.RetryDelays, cfg.ModelTimeout), Price: estimator.Cost}
 	m.Files = &files.Service{Store: m.Store, Extract: &extract.Runner{}, Now: m.Now, Log: m.Log}
 	if m.Attached == nil {

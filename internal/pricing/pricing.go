@@ -5,6 +5,8 @@
 package pricing
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"unicode/utf8"
 
@@ -240,23 +242,53 @@ func (c counter) count(encoding, text string) int {
 	return n
 }
 
+// LoadTokenizers loads the tiktoken encoding of every model of the catalog
+// that names one (offline BPE files shipped in the module), so that no
+// estimate pays the load: a process calls it once before it serves. It
+// returns an error naming each encoding that cannot be loaded; the
+// estimates of those models approximate one token per four bytes, as they
+// would without the call.
+func (e *Estimator) LoadTokenizers() error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, p := range e.Catalog.Providers {
+		for _, m := range p.Models {
+			if m.Tokenizer == "" || seen[m.Tokenizer] {
+				continue
+			}
+			seen[m.Tokenizer] = true
+			if _, err := loadEncoding(m.Tokenizer); err != nil {
+				errs = append(errs, fmt.Errorf("tokenizer %q of %s/%s: %w", m.Tokenizer, p.Key, m.ID, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// loadEncoding returns the named tiktoken encoding, loading it on first use.
+func loadEncoding(name string) (*tiktoken.Tiktoken, error) {
+	if enc, ok := encodings.Load(name); ok {
+		return enc.(*tiktoken.Tiktoken), nil
+	}
+	loaderOnce.Do(func() { tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader()) })
+	e, err := tiktoken.GetEncoding(name)
+	if err != nil {
+		return nil, err
+	}
+	enc, _ := encodings.LoadOrStore(name, e)
+	return enc.(*tiktoken.Tiktoken), nil
+}
+
 // countTokens counts text's tokens with the named tiktoken encoding (offline
 // BPE files shipped in the module), or approximates one per four bytes. The
 // text is counted in pieces (nextPiece), in time linear in its length.
 func countTokens(encoding, text string) int {
 	if encoding != "" {
-		loaderOnce.Do(func() { tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader()) })
-		enc, ok := encodings.Load(encoding)
-		if !ok {
-			if e, err := tiktoken.GetEncoding(encoding); err == nil {
-				enc, _ = encodings.LoadOrStore(encoding, e)
-			}
-		}
-		if enc != nil {
+		if enc, err := loadEncoding(encoding); err == nil {
 			n := 0
 			for rest := text; rest != ""; {
 				piece := nextPiece(rest)
-				n += encode(enc.(*tiktoken.Tiktoken), piece)
+				n += encode(enc, piece)
 				rest = rest[len(piece):]
 			}
 			return n

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/crosscheck/crosscheck/internal/metrics"
+	"github.com/crosscheck/crosscheck/internal/telemetry"
 )
 
 // CustomProvider is the provider key of the customers' own models (BYOM).
@@ -73,6 +74,10 @@ var _ Provider = (*Metered)(nil)
 
 const tracerName = "github.com/crosscheck/crosscheck/internal/providers"
 
+// noSpan is the span of a call while the process traces nothing: it records
+// nothing, and ending it does nothing.
+var noSpan = trace.SpanFromContext(context.Background())
+
 // Complete runs req on the provider, within a span of its own. The span's
 // attributes are built only when the span is recorded.
 func (m *Metered) Complete(ctx context.Context, req Request) (Response, error) {
@@ -89,10 +94,16 @@ func (m *Metered) Complete(ctx context.Context, req Request) (Response, error) {
 }
 
 // start opens the call's span and puts an observer of its retries in ctx.
+// While the process traces nothing (telemetry.Tracing), the call gets a
+// span that records nothing and costs nothing, and ctx keeps the trace
+// context it had.
 //
 //go:noinline
 func (m *Metered) start(ctx context.Context, model string, req *Request) (context.Context, trace.Span) {
-	ctx, span := otel.Tracer(tracerName).Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient))
+	span := noSpan
+	if telemetry.Tracing() {
+		ctx, span = otel.Tracer(tracerName).Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient))
+	}
 	recording := span.IsRecording()
 	if recording {
 		span.SetAttributes(

@@ -45,6 +45,18 @@ func Exporting() bool {
 	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 }
 
+// untraced is the tracer provider of a process that installed none: spans
+// of it are never recorded.
+var untraced = otel.GetTracerProvider()
+
+// Tracing reports whether the process has installed a tracer provider
+// (Setup, when exporting, or a test). While it is false no span is ever
+// recorded, so a hot path may start none: the trace context of its ctx goes
+// on to the calls it makes as it is.
+func Tracing() bool {
+	return otel.GetTracerProvider() != untraced
+}
+
 // Setup installs the W3C trace-context propagator and, when Exporting, a
 // batching tracer provider whose exporter autoexport builds from the OTEL_*
 // variables (OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf or grpc, headers,

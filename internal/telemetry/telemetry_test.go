@@ -58,3 +58,17 @@ func TestExportingWithAnEndpoint(t *testing.T) {
 		t.Fatal("content capture did not turn on")
 	}
 }
+
+// Tracing is false while the process has the tracer provider it started
+// with, and true once one is installed.
+func TestTracingOnceAProviderIsInstalled(t *testing.T) {
+	if started := otel.GetTracerProvider() == untraced; Tracing() == started {
+		t.Fatalf("Tracing() = %v with the starting provider in place: %v", Tracing(), started)
+	}
+	tp := sdktrace.NewTracerProvider()
+	defer tp.Shutdown(t.Context())
+	otel.SetTracerProvider(tp)
+	if !Tracing() {
+		t.Fatal("Tracing() = false with a tracer provider installed")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/metrics"
+	"github.com/crosscheck/crosscheck/internal/telemetry"
 )
 
 // codeCancelled is the failure code of a query its client cancelled.
@@ -65,6 +66,11 @@ var (
 
 const tracerName = "github.com/crosscheck/crosscheck/internal/worker"
 
+// noSpan stands in for the spans of a run while the process traces nothing
+// (telemetry.Tracing): it records nothing, costs nothing, and the run's
+// context keeps the trace context its message carried.
+var noSpan = trace.SpanFromContext(context.Background())
+
 // startJob begins the run of a delivered job: its span continues the trace
 // of the request that submitted the query (carried in the message headers,
 // the same on every delivery), and the job counts as running until the
@@ -75,12 +81,16 @@ func startJob(ctx context.Context, msg *eventstore.Job, id string) (context.Cont
 		redeliveries.Inc()
 	}
 	jobsRunning.Inc()
-	ctx, span := otel.Tracer(tracerName).Start(msg.TraceContext(ctx), "query.run", trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			attribute.String("crosscheck.request_id", id),
-			attribute.Int("messaging.message.delivery_count", delivered),
-			attribute.String("messaging.system", "nats"),
-		))
+	ctx = msg.TraceContext(ctx)
+	span := noSpan
+	if telemetry.Tracing() {
+		ctx, span = otel.Tracer(tracerName).Start(ctx, "query.run", trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(
+				attribute.String("crosscheck.request_id", id),
+				attribute.Int("messaging.message.delivery_count", delivered),
+				attribute.String("messaging.system", "nats"),
+			))
+	}
 	a := &attempt{submitted: msg.Stored()}
 	return ctx, a, func(err error) {
 		jobsRunning.Dec()
@@ -145,7 +155,10 @@ func (e *emitter) observeStage(ctx context.Context, ev events.Event) {
 	}
 	now := time.Now()
 	e.stage.end(now)
-	_, span := otel.Tracer(tracerName).Start(ctx, "stage "+next, trace.WithAttributes(attribute.String("crosscheck.stage", next)))
+	span := noSpan
+	if telemetry.Tracing() {
+		_, span = otel.Tracer(tracerName).Start(ctx, "stage "+next, trace.WithAttributes(attribute.String("crosscheck.stage", next)))
+	}
 	e.stage.name, e.stage.since, e.stage.span = next, now, span
 }
 

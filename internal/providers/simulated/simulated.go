@@ -41,10 +41,17 @@ func New(provider string, latency time.Duration) *Client {
 	return &Client{Provider: provider, Latency: latency}
 }
 
-// Complete answers req after the configured latency.
+// Complete answers req after the configured latency, or returns ctx's
+// error when ctx ends first. A call whose deadline (the model timeout)
+// comes before the latency's end waits on ctx alone, with no timer of its
+// own: it can only end with ctx's error.
 func (c *Client) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
 	start := time.Now()
 	if c.Latency > 0 {
+		if d, ok := ctx.Deadline(); ok && d.Before(start.Add(c.Latency)) {
+			<-ctx.Done()
+			return providers.Response{}, ctx.Err()
+		}
 		t := time.NewTimer(c.Latency)
 		select {
 		case <-ctx.Done():
