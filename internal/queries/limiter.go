@@ -47,12 +47,25 @@ func (s *slots) has(id string) bool {
 const CachedKeys = 10000
 
 // keySlots is this process's view of one key's slot set. Its mutex
-// serialises the process's own changes to the key, so they do not race each
+// serialises the process's own writes to the key, so they do not race each
 // other for the compare-and-set; other processes are still seen through it.
+// Changes that come while a write is under way wait in queue and go
+// together in the next write (see changeSlots).
 type keySlots struct {
 	mu     sync.Mutex
 	entry  *eventstore.Entry // as this process read or wrote it last; nil: read it
 	healed time.Time
+
+	queued sync.Mutex
+	queue  []*slotChange
+}
+
+// slotChange is one change of a key's slot set waiting for a write: its
+// decision, and its outcome once done is closed.
+type slotChange struct {
+	decide func(cur *slots, reloaded bool) (*slots, error)
+	err    error
+	done   chan struct{}
 }
 
 func (s *Service) keySlots(fingerprint string) *keySlots {
@@ -113,11 +126,42 @@ func (s *Service) Release(ctx context.Context, fingerprint, id string) error {
 // (reloaded says whether it was just read from the bucket) and returns the
 // next set, nil for no change, or eventstore.ErrStale to decide again on a
 // fresh read.
+//
+// A key's changes are written one write at a time, and each write carries
+// every change that came while the one before it was under way: the
+// decisions are taken in order of arrival, each on the set the ones before
+// it left, and written as one compare-and-set. Under load a key's slot set
+// is written about once per query instead of twice, and a change waits for
+// at most one write before its own (each write is an fsync under fsync
+// always).
 func (s *Service) changeSlots(ctx context.Context, fingerprint string, decide func(cur *slots, reloaded bool) (*slots, error)) error {
 	ks := s.keySlots(fingerprint)
+	c := &slotChange{decide: decide, done: make(chan struct{})}
+	ks.queued.Lock()
+	ks.queue = append(ks.queue, c)
+	ks.queued.Unlock()
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	var refused error
+	select {
+	case <-c.done: // written with the changes of the write before
+		return c.err
+	default:
+	}
+	ks.queued.Lock()
+	batch := ks.queue
+	ks.queue = nil
+	ks.queued.Unlock()
+	// The write is the batch's, not only this caller's: a caller that goes
+	// away does not fail the others (the store bounds each request).
+	s.writeSlots(context.WithoutCancel(ctx), fingerprint, ks, batch)
+	return c.err
+}
+
+// writeSlots decides and writes batch in one compare-and-set; the caller
+// holds ks.mu. A change refused by its decision fails alone; a failed write
+// fails every change of the batch.
+func (s *Service) writeSlots(ctx context.Context, fingerprint string, ks *keySlots, batch []*slotChange) {
+	outcome := make([]error, len(batch))
 	entry, err := s.Store.Inflight.Change(ctx, fingerprint, ks.entry, func(cur eventstore.Entry, fresh bool) ([]byte, error) {
 		set := &slots{}
 		if cur.Revision != 0 {
@@ -125,20 +169,34 @@ func (s *Service) changeSlots(ctx context.Context, fingerprint string, decide fu
 				return nil, err
 			}
 		}
-		next, err := decide(set, fresh)
-		if err != nil || next == nil {
-			refused = err
-			return nil, err
+		changed := false
+		for i, c := range batch {
+			next, err := c.decide(set, fresh)
+			if errors.Is(err, eventstore.ErrStale) {
+				return nil, err // the whole batch decides again on a fresh read
+			}
+			outcome[i] = err
+			if err == nil && next != nil {
+				set, changed = next, true
+			}
 		}
-		return json.Marshal(next)
+		if !changed {
+			return nil, nil
+		}
+		return json.Marshal(set)
 	})
-	switch {
-	case err == nil, refused != nil && errors.Is(err, refused) && !errors.Is(err, eventstore.ErrUnavailable):
-		ks.entry = &entry // a decision on a known set: the set stays known
-	default:
+	if err != nil {
 		ks.entry = nil
+		for i := range outcome {
+			outcome[i] = err
+		}
+	} else {
+		ks.entry = &entry // the set as written, or as decided on: known
 	}
-	return err
+	for i, c := range batch {
+		c.err = outcome[i]
+		close(c.done)
+	}
 }
 
 func (s *Service) limit() int {
