@@ -155,3 +155,28 @@ func TestCheckpointStaysBeforeAHeldChange(t *testing.T) {
 }
 
 var _ Deferring = (*QueryStatus)(nil)
+
+// Changes held by an earlier run are not stored by a later one: another
+// process may have run the projection in between (its documents are
+// newer), and the later run applies the events again from its checkpoint.
+func TestALaterRunDoesNotStoreAnEarlierRunsHeldChanges(t *testing.T) {
+	t.Parallel()
+	store := storetest.Open(t)
+	p := &QueryStatus{Store: store, Every: time.Hour}
+	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
+	first := context.WithValue(context.Background(), runKey{}, new(byte))
+	if err := p.HandleBatch(first, []events.Record{record(1, events.QuerySubmitted{RequestID: "req_1", AccountID: "acct_1", Mode: events.ModeUnify, Models: []events.ModelRef{m}})}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.HandleBatch(first, []events.Record{record(2, events.QueryStarted{})}); err != nil {
+		t.Fatal(err)
+	}
+	later := context.WithValue(context.Background(), runKey{}, new(byte))
+	held, _, err := p.Flush(later, true)
+	if err != nil || held != 0 {
+		t.Fatalf("a later run's Flush = %d, %v; want nothing held", held, err)
+	}
+	if got := storedDoc(t, store, "req_1").Seq; got != 1 {
+		t.Fatalf("a later run stored the earlier run's held change (document at %d); want it at 1", got)
+	}
+}

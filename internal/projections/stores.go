@@ -160,8 +160,14 @@ type heldDoc struct {
 }
 
 // Flush stores the documents whose changes were held for Every (all of
-// them when all is set); see Deferring.
+// them when all is set); see Deferring. Changes held by an earlier run are
+// dropped, not stored: another process may have run the projection since,
+// and this run applies their events again from its checkpoint.
 func (p *QueryStatus) Flush(ctx context.Context, all bool) (uint64, time.Time, error) {
+	if runOf(ctx) != p.run {
+		p.held = nil
+		return 0, time.Time{}, nil
+	}
 	now := time.Now()
 	var entries []eventstore.Entry
 	for id, h := range p.held {
