@@ -78,7 +78,8 @@ func (s *Service) keySlots(fingerprint string) *keySlots {
 // submissions on any number of processes see each other. Taking a slot the
 // request holds already succeeds.
 func (s *Service) acquire(ctx context.Context, fingerprint, id string) error {
-	return s.changeSlots(ctx, fingerprint, func(cur *slots, reloaded bool) (*slots, error) {
+	ks := s.keySlots(fingerprint)
+	return s.changeSlots(ctx, fingerprint, ks, func(cur *slots, reloaded bool) (*slots, error) {
 		if cur.has(id) {
 			return nil, nil
 		}
@@ -86,7 +87,7 @@ func (s *Service) acquire(ctx context.Context, fingerprint, id string) error {
 			if !reloaded {
 				return nil, eventstore.ErrStale // another process may have freed a slot
 			}
-			healed, err := s.heal(ctx, fingerprint, cur)
+			healed, err := s.heal(ctx, ks, cur)
 			if err != nil {
 				return nil, err
 			}
@@ -109,7 +110,7 @@ func (s *Service) acquire(ctx context.Context, fingerprint, id string) error {
 // process died between the terminal event and the release) is healed when
 // the key is next full.
 func (s *Service) Release(ctx context.Context, fingerprint, id string) error {
-	return s.changeSlots(ctx, fingerprint, func(cur *slots, reloaded bool) (*slots, error) {
+	return s.changeSlots(ctx, fingerprint, s.keySlots(fingerprint), func(cur *slots, reloaded bool) (*slots, error) {
 		if !cur.has(id) {
 			if !reloaded {
 				return nil, eventstore.ErrStale
@@ -122,7 +123,8 @@ func (s *Service) Release(ctx context.Context, fingerprint, id string) error {
 }
 
 // changeSlots changes a key's slot set through the bucket's compare-and-set,
-// starting from the set as this process last saw it: decide gets the set
+// through ks, the process's view of the key, starting from the set as this
+// process last saw it: decide gets the set
 // (reloaded says whether it was just read from the bucket) and returns the
 // next set, nil for no change, or eventstore.ErrStale to decide again on a
 // fresh read.
@@ -134,8 +136,7 @@ func (s *Service) Release(ctx context.Context, fingerprint, id string) error {
 // is written about once per query instead of twice, and a change waits for
 // at most one write before its own (each write is an fsync under fsync
 // always).
-func (s *Service) changeSlots(ctx context.Context, fingerprint string, decide func(cur *slots, reloaded bool) (*slots, error)) error {
-	ks := s.keySlots(fingerprint)
+func (s *Service) changeSlots(ctx context.Context, fingerprint string, ks *keySlots, decide func(cur *slots, reloaded bool) (*slots, error)) error {
 	c := &slotChange{decide: decide, done: make(chan struct{})}
 	ks.queued.Lock()
 	ks.queue = append(ks.queue, c)
@@ -210,9 +211,9 @@ func (s *Service) limit() int {
 // a query that has its terminal event (its release was lost with its
 // process), or a submission older than slotGrace that never reached the
 // stream (its process died between taking the slot and appending). A key is
-// checked at most once per healEvery; the caller holds its keySlots lock.
-func (s *Service) heal(ctx context.Context, fingerprint string, cur *slots) (*slots, error) {
-	ks := s.keySlots(fingerprint)
+// checked at most once per healEvery; the caller holds ks's lock (the view
+// of the key its change was made through: the cache may hold a newer one).
+func (s *Service) heal(ctx context.Context, ks *keySlots, cur *slots) (*slots, error) {
 	if s.Now().Sub(ks.healed) < healEvery {
 		return cur, nil
 	}

@@ -130,3 +130,50 @@ func TestSlotsOfOneKeyHoldUnderContention(t *testing.T) {
 		t.Fatalf("the key's set after every release: %s (%v); want empty", e.Value, err)
 	}
 }
+
+// Keys forgotten and read again while their slots change (a process with
+// more keys than it keeps) hold their limits, and a key's changes and its
+// healing use one view of the key: no data race under -race.
+func TestSlotsHoldWhileKeysAreForgotten(t *testing.T) {
+	stores := storetest.OpenMany(t, 2)
+	ctx := context.Background()
+	var services []*Service
+	for _, store := range stores {
+		s := &Service{Store: store, Now: time.Now, Limit: 2}
+		s.init.Do(func() { s.slots = lru.New[string, *keySlots](2) })
+		services = append(services, s)
+	}
+	var wg sync.WaitGroup
+	var most [4]atomic.Int64
+	var held [4]atomic.Int64
+	for k := range 4 {
+		key := fmt.Sprintf("key0001%d", k)
+		for g := range 8 {
+			s := services[g%2]
+			wg.Go(func() {
+				for i := range 8 {
+					id := fmt.Sprintf("req_%d_%d_%d", k, g, i)
+					if err := s.acquire(ctx, key, id); err != nil {
+						if apperr.Code(err) != apperr.RateLimited {
+							t.Errorf("acquire: %v", err)
+						}
+						continue
+					}
+					now := held[k].Add(1)
+					for m := most[k].Load(); now > m && !most[k].CompareAndSwap(m, now); m = most[k].Load() {
+					}
+					held[k].Add(-1)
+					if err := s.Release(ctx, key, id); err != nil {
+						t.Errorf("release: %v", err)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for k := range most {
+		if most[k].Load() > 2 {
+			t.Errorf("key %d: %d slots held at once; the limit is 2", k, most[k].Load())
+		}
+	}
+}
