@@ -180,3 +180,80 @@ func TestALaterRunDoesNotStoreAnEarlierRunsHeldChanges(t *testing.T) {
 		t.Fatalf("a later run stored the earlier run's held change (document at %d); want it at 1", got)
 	}
 }
+
+// watched passes every Flush through and reports what the runner was told
+// is held.
+type watched struct {
+	*QueryStatus
+	mu   sync.Mutex
+	held uint64
+}
+
+func (w *watched) Flush(ctx context.Context, all bool) (uint64, time.Time, error) {
+	held, due, err := w.QueryStatus.Flush(ctx, all)
+	w.mu.Lock()
+	w.held = held
+	w.mu.Unlock()
+	return held, due, err
+}
+
+func (w *watched) lastHeld() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.held
+}
+
+// A runner stopped because its process lost the projection's lease to
+// another stores none of the changes it holds: the other process may have
+// stored newer documents already (a query it saw end); it applies the held
+// events itself from the checkpoint.
+func TestARunnerThatLostItsLeaseStoresNothingItHolds(t *testing.T) {
+	t.Parallel()
+	store := storetest.Open(t)
+	const id = "req_01M80000000000000000000053"
+	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
+	w := &watched{QueryStatus: &QueryStatus{Store: store, Every: time.Hour}}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r := &Runner{Name: ConsumerQueryStatus, Stream: store.Queries, Filters: []string{"ev.query.>"},
+		HandleBatch: w.HandleBatch, Deferred: w, Checkpoints: store.Projections, Log: zerolog.Nop()}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	submitted := appendQuery(t, store, id, events.QuerySubmitted{RequestID: id, Mode: events.ModeUnify, Models: []events.ModelRef{m}})
+	storetest.WaitFor(t, 10*time.Second, "the submission stored", func() bool { return storedDoc(t, store, id).Seq == submitted })
+	started := appendQuery(t, store, id, events.QueryStarted{})
+	storetest.WaitFor(t, 10*time.Second, "the runner holding the start", func() bool { return w.lastHeld() == started })
+	cancel(errLeaseLost)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := storedDoc(t, store, id).Seq; got != submitted {
+		t.Fatalf("a runner that lost its lease stored a held change (document at %d); want it left at %d", got, submitted)
+	}
+}
+
+// When the query holding the oldest held change ends (its document stored
+// with its end), Flush reports the next oldest held event.
+func TestFlushReportsTheNextOldestOnceTheOldestEnds(t *testing.T) {
+	t.Parallel()
+	store := storetest.Open(t)
+	ctx := context.Background()
+	p := &QueryStatus{Store: store, Every: time.Hour}
+	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
+	rec := func(seq uint64, id string, ev events.Event) events.Record {
+		r := record(seq, ev)
+		r.Envelope.Subject = "ev.query." + id + "." + ev.EventName()
+		return r
+	}
+	for i, id := range []string{"req_1", "req_2"} {
+		apply(t, p, []events.Record{rec(uint64(1+i), id, events.QuerySubmitted{RequestID: id, AccountID: "acct_1", Mode: events.ModeUnify, Models: []events.ModelRef{m}})}, false)
+	}
+	apply(t, p, []events.Record{rec(3, "req_1", events.QueryStarted{})}, false)
+	apply(t, p, []events.Record{rec(4, "req_2", events.QueryStarted{})}, false)
+	if held, _, err := p.Flush(ctx, false); err != nil || held != 3 {
+		t.Fatalf("Flush = %d, %v; want 3 (req_1's start)", held, err)
+	}
+	apply(t, p, []events.Record{rec(5, "req_1", events.QueryCompleted{})}, false)
+	if held, _, err := p.Flush(ctx, false); err != nil || held != 4 {
+		t.Fatalf("after req_1 ended Flush = %d, %v; want 4 (req_2's start)", held, err)
+	}
+}

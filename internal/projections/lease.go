@@ -45,11 +45,16 @@ func (l *Lease) Run(ctx context.Context, fn func(ctx context.Context) error) {
 	}
 }
 
+// errLeaseLost is the cause of the end of a holder's context when another
+// process took its lease: what it still holds unstored is not stored (see
+// Runner), since the other process may have written newer documents.
+var errLeaseLost = errors.New("the projection's lease was taken by another process")
+
 // hold runs fn and renews the lease until fn returns, ctx ends or the lease
 // is lost; then it gives the lease up.
 func (l *Lease) hold(ctx context.Context, rev uint64, fn func(ctx context.Context) error) {
-	held, stop := context.WithCancel(ctx)
-	defer stop()
+	held, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	defer holding(l.Name)()
 	done := make(chan struct{})
 	go func() {
@@ -74,12 +79,12 @@ func (l *Lease) hold(ctx context.Context, rev uint64, fn func(ctx context.Contex
 				rev, renewed = next, time.Now()
 			case errors.Is(err, eventstore.ErrConflict), errors.Is(err, eventstore.ErrNotFound):
 				l.Log.Warn().Str("projection", l.Name).Msg("lease lost to another process: the projection stops here")
-				stop()
+				stop(errLeaseLost)
 				<-done
 				return
 			case time.Since(renewed) >= l.TTL/2:
 				l.Log.Warn().Err(err).Str("projection", l.Name).Msg("lease not renewed in time: the projection stops here")
-				stop()
+				stop(nil)
 				<-done
 				return
 			}

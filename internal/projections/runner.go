@@ -30,8 +30,9 @@ type BatchHandler func(ctx context.Context, recs []events.Record) error
 // Deferring is a handler that holds some applied changes in memory and
 // stores them later (see QueryStatus.Every). The runner asks it to store
 // what is due after each batch and when the next change falls due, to store
-// everything when it stops, and never writes its checkpoint past an event
-// whose change is still held: a crash replays that event.
+// everything when it stops (unless its process lost the projection's lease
+// to another), and never writes its checkpoint past an event whose change
+// is still held: a crash replays that event.
 type Deferring interface {
 	// Flush stores the held changes that are due (all of them when all is
 	// set). It returns the sequence of the oldest event whose change is
@@ -172,9 +173,15 @@ func (r *Runner) Run(ctx context.Context) error {
 		saved, savedAt = at, time.Now()
 	}
 	defer func() {
+		// A runner whose process lost the lease stores nothing it holds:
+		// the new holder may have stored newer documents, and it applies
+		// the held events itself from the checkpoint, which they precede.
+		lost := errors.Is(context.Cause(ctx), errLeaseLost)
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		flush(ctx, true)
+		if !lost {
+			flush(ctx, true)
+		}
 		save(ctx)
 	}()
 	idle := time.NewTimer(checkpointEvery)

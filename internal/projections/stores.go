@@ -39,8 +39,13 @@ type QueryStatus struct {
 
 	cache map[string]*QueryDoc // used by the runner's goroutine only
 	// held are the queries whose cached document has changes not stored
-	// yet (used by the runner's goroutine only).
-	held map[string]heldDoc
+	// yet (used by the runner's goroutine only); oldest and next are the
+	// oldest held event and when the next held change falls due, unless
+	// stale (an entry left held since they were computed).
+	held   map[string]heldDoc
+	oldest uint64
+	next   time.Time
+	stale  bool
 	// tails are the ends of the accounts' indexes as this run stored them
 	// (used by the runner's goroutine only).
 	tails map[string]indexTail
@@ -55,7 +60,8 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 	if run := runOf(ctx); p.cache == nil || run != p.run {
 		// Another process may have run the projection since this run's
 		// predecessor filled the cache: the stored documents are the truth.
-		p.cache, p.run, p.tails, p.held = map[string]*QueryDoc{}, run, map[string]indexTail{}, map[string]heldDoc{}
+		p.cache, p.run, p.tails = map[string]*QueryDoc{}, run, map[string]indexTail{}
+		p.forgetHeld()
 		empty, err := p.Store.QueryStatus.Empty(ctx)
 		if err != nil {
 			p.run = nil // asked again with the batch's retry
@@ -142,14 +148,36 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 		}
 	}
 	for _, e := range entries {
-		delete(p.held, e.Key)
+		p.unhold(e.Key)
 	}
 	for _, id := range hold {
 		if _, ok := p.held[id]; !ok {
-			p.held[id] = heldDoc{seq: first[id], since: now}
+			h := heldDoc{seq: first[id], since: now}
+			p.held[id] = h
+			if !p.stale {
+				if p.oldest == 0 || h.seq < p.oldest {
+					p.oldest = h.seq
+				}
+				if at := h.since.Add(p.Every); p.next.IsZero() || at.Before(p.next) {
+					p.next = at
+				}
+			}
 		}
 	}
 	return nil
+}
+
+// forgetHeld empties the held set.
+func (p *QueryStatus) forgetHeld() {
+	p.held, p.oldest, p.next, p.stale = map[string]heldDoc{}, 0, time.Time{}, false
+}
+
+// unhold takes id out of the held set.
+func (p *QueryStatus) unhold(id string) {
+	if _, ok := p.held[id]; ok {
+		delete(p.held, id)
+		p.stale = true
+	}
 }
 
 // heldDoc is a document's change held unstored: since its event seq,
@@ -165,10 +193,13 @@ type heldDoc struct {
 // and this run applies their events again from its checkpoint.
 func (p *QueryStatus) Flush(ctx context.Context, all bool) (uint64, time.Time, error) {
 	if runOf(ctx) != p.run {
-		p.held = nil
+		p.forgetHeld()
 		return 0, time.Time{}, nil
 	}
 	now := time.Now()
+	if !all && !p.stale && now.Before(p.next) {
+		return p.oldest, p.next, nil // nothing due: no walk over the held set
+	}
 	var entries []eventstore.Entry
 	for id, h := range p.held {
 		if !all && now.Sub(h.since) < p.Every {
@@ -184,11 +215,12 @@ func (p *QueryStatus) Flush(ctx context.Context, all bool) (uint64, time.Time, e
 	err := p.Store.QueryStatus.PutAll(ctx, entries)
 	if err == nil {
 		for _, e := range entries {
-			delete(p.held, e.Key)
+			p.unhold(e.Key)
 		}
 	}
-	held, due := p.oldestHeld()
-	return held, due, err
+	p.oldest, p.next = p.oldestHeld()
+	p.stale = false
+	return p.oldest, p.next, err
 }
 
 // oldestHeld is the oldest event whose change is held and when the next
