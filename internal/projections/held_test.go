@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
 )
 
@@ -56,23 +57,34 @@ func TestRunningDocumentWaitsItsEndDoesNot(t *testing.T) {
 	}
 }
 
+// runHeld starts the query-status projection over store with h as its
+// handler and its store of held changes; stop ends the run with cause (nil:
+// a plain stop) and waits for it.
+func runHeld(t *testing.T, store *eventstore.Store, h interface {
+	HandleBatch(context.Context, []events.Record) error
+	Deferring
+}) (stop func(cause error)) {
+	t.Helper()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r := &Runner{Name: ConsumerQueryStatus, Stream: store.Queries, Filters: []string{"ev.query.>"},
+		HandleBatch: h.HandleBatch, Deferred: h, Checkpoints: store.Projections, Log: zerolog.Nop()}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	return func(cause error) {
+		cancel(cause)
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 // A held change falls due after Every: the runner stores it without
 // another event coming, and its checkpoint then reaches the last event.
 func TestRunnerStoresAHeldChangeWhenItFallsDue(t *testing.T) {
 	t.Parallel()
 	store := storetest.Open(t)
-	p := &QueryStatus{Store: store, Every: 100 * time.Millisecond}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &Runner{Name: ConsumerQueryStatus, Stream: store.Queries, Filters: []string{"ev.query.>"},
-		HandleBatch: p.HandleBatch, Deferred: p, Checkpoints: store.Projections, Log: zerolog.Nop()}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	stop := runHeld(t, store, &QueryStatus{Store: store, Every: 100 * time.Millisecond})
+	defer stop(nil)
 	const id = "req_01M80000000000000000000051"
 	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
 	submitted := appendQuery(t, store, id, events.QuerySubmitted{RequestID: id, Mode: events.ModeUnify, Models: []events.ModelRef{m}})
@@ -85,33 +97,6 @@ func TestRunnerStoresAHeldChangeWhenItFallsDue(t *testing.T) {
 	})
 }
 
-// killed is a process that dies holding changes: its final Flush stores
-// nothing. It reports what the runner was told is held.
-type killed struct {
-	*QueryStatus
-	mu   sync.Mutex
-	held uint64
-}
-
-func (k *killed) Flush(ctx context.Context, all bool) (uint64, time.Time, error) {
-	if all {
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		return k.held, time.Now(), errors.New("killed")
-	}
-	held, due, err := k.QueryStatus.Flush(ctx, all)
-	k.mu.Lock()
-	k.held = held
-	k.mu.Unlock()
-	return held, due, err
-}
-
-func (k *killed) lastHeld() uint64 {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.held
-}
-
 // A process that dies with a running query's change held leaves its
 // checkpoint before that change's event, so the next process applies it.
 func TestCheckpointStaysBeforeAHeldChange(t *testing.T) {
@@ -119,12 +104,8 @@ func TestCheckpointStaysBeforeAHeldChange(t *testing.T) {
 	store := storetest.Open(t)
 	const id = "req_01M80000000000000000000052"
 	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
-	k := &killed{QueryStatus: &QueryStatus{Store: store, Every: time.Hour}}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &Runner{Name: ConsumerQueryStatus, Stream: store.Queries, Filters: []string{"ev.query.>"},
-		HandleBatch: k.HandleBatch, Deferred: k, Checkpoints: store.Projections, Log: zerolog.Nop()}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	k := &watched{QueryStatus: &QueryStatus{Store: store, Every: time.Hour}, killed: true}
+	stop := runHeld(t, store, k)
 	submitted := appendQuery(t, store, id, events.QuerySubmitted{RequestID: id, Mode: events.ModeUnify, Models: []events.ModelRef{m}})
 	storetest.WaitFor(t, 10*time.Second, "the submission stored", func() bool { return storedDoc(t, store, id).Seq == submitted })
 	storetest.WaitFor(t, 10*time.Second, "the checkpoint of the submission", func() bool {
@@ -134,10 +115,7 @@ func TestCheckpointStaysBeforeAHeldChange(t *testing.T) {
 	started := appendQuery(t, store, id, events.QueryStarted{})
 	answered := appendQuery(t, store, id, events.ModelAnswered{Model: m, Answer: "A"})
 	storetest.WaitFor(t, 10*time.Second, "the runner holding the later events", func() bool { return k.lastHeld() == started })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop(nil)
 	if got := storedDoc(t, store, id).Seq; got != submitted {
 		t.Fatalf("the killed process stored the document at %d; want it left at the submission (%d)", got, submitted)
 	}
@@ -182,18 +160,23 @@ func TestALaterRunDoesNotStoreAnEarlierRunsHeldChanges(t *testing.T) {
 }
 
 // watched passes every Flush through and reports what the runner was told
-// is held.
+// is held; killed, it is a process that dies holding changes: its final
+// Flush stores nothing.
 type watched struct {
 	*QueryStatus
-	mu   sync.Mutex
-	held uint64
+	killed bool
+	mu     sync.Mutex
+	held   uint64
 }
 
 func (w *watched) Flush(ctx context.Context, all bool) (uint64, time.Time, error) {
-	held, due, err := w.QueryStatus.Flush(ctx, all)
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	if all && w.killed {
+		return w.held, time.Now(), errors.New("killed")
+	}
+	held, due, err := w.QueryStatus.Flush(ctx, all)
 	w.held = held
-	w.mu.Unlock()
 	return held, due, err
 }
 
@@ -213,19 +196,12 @@ func TestARunnerThatLostItsLeaseStoresNothingItHolds(t *testing.T) {
 	const id = "req_01M80000000000000000000053"
 	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
 	w := &watched{QueryStatus: &QueryStatus{Store: store, Every: time.Hour}}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	r := &Runner{Name: ConsumerQueryStatus, Stream: store.Queries, Filters: []string{"ev.query.>"},
-		HandleBatch: w.HandleBatch, Deferred: w, Checkpoints: store.Projections, Log: zerolog.Nop()}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	stop := runHeld(t, store, w)
 	submitted := appendQuery(t, store, id, events.QuerySubmitted{RequestID: id, Mode: events.ModeUnify, Models: []events.ModelRef{m}})
 	storetest.WaitFor(t, 10*time.Second, "the submission stored", func() bool { return storedDoc(t, store, id).Seq == submitted })
 	started := appendQuery(t, store, id, events.QueryStarted{})
 	storetest.WaitFor(t, 10*time.Second, "the runner holding the start", func() bool { return w.lastHeld() == started })
-	cancel(errLeaseLost)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop(errLeaseLost)
 	if got := storedDoc(t, store, id).Seq; got != submitted {
 		t.Fatalf("a runner that lost its lease stored a held change (document at %d); want it left at %d", got, submitted)
 	}
