@@ -366,12 +366,14 @@ func TestChatToolCallAndContinuation(t *testing.T) {
 		call := msg.ToolCalls[0]
 		must(t, call.Function.Name == "get_weather" && call.Function.Arguments == `{"city":"Oslo"}` && call.Type == "function",
 			"stream %v: call %+v", stream, call)
-		// The query records every model's proposal and the agreed call.
-		r := h.api("GET", "/v1/queries/"+id, key, nil)
-		q := r.json(t)
-		must(t, jsonPath(q, "tool_calls", 0, "id") == call.ID && jsonPath(q, "tool_calls", 0, "name") == "get_weather", "query's tool calls: %s", r.body)
+		// The query records every model's proposal and the agreed call. A
+		// poll shows the query's end once the projection has applied it,
+		// moments after the chat answer (and a running query's progress up
+		// to 250 ms late): polled until then.
+		q := h.wait(key, id, 30*time.Second)
+		must(t, jsonPath(q, "tool_calls", 0, "id") == call.ID && jsonPath(q, "tool_calls", 0, "name") == "get_weather", "query's tool calls: %v", q)
 		for i := range 4 {
-			must(t, jsonPath(q, "models", i, "tool_calls", 0, "name") == "get_weather", "models[%d] proposal missing: %s", i, r.body)
+			must(t, jsonPath(q, "models", i, "tool_calls", 0, "name") == "get_weather", "models[%d] proposal missing: %v", i, q)
 		}
 
 		// The continuation: the call and its result as messages.
