@@ -384,6 +384,17 @@ func notFound(id string) error {
 
 // Get returns one model of the account, or not_found.
 func (s *Service) Get(ctx context.Context, accountID, modelID string) (*View, error) {
+	b, err := s.model(ctx, accountID, modelID)
+	if err != nil {
+		return nil, err
+	}
+	v := viewOf(b)
+	return &v, nil
+}
+
+// model returns one model of the account as it stands, or not_found for an
+// unknown account or model and for a deleted model.
+func (s *Service) model(ctx context.Context, accountID, modelID string) (*events.BYOM, error) {
 	a, err := s.account(ctx, accountID)
 	if err != nil {
 		return nil, err
@@ -392,8 +403,7 @@ func (s *Service) Get(ctx context.Context, accountID, modelID string) (*View, er
 	if b == nil || b.State == events.BYOMDeleted {
 		return nil, notFound(modelID)
 	}
-	v := viewOf(b)
-	return &v, nil
+	return b, nil
 }
 
 // Transition disables, enables or deletes a model (events.DecideBYOM). It
@@ -431,13 +441,9 @@ func (s *Service) Transition(ctx context.Context, accountID, modelID, action str
 // Test runs a connection test of a saved model and records its outcome; a
 // passing test makes an unverified model active. It returns the model.
 func (s *Service) Test(ctx context.Context, accountID, modelID string) (*View, error) {
-	a, err := s.account(ctx, accountID)
+	b, err := s.model(ctx, accountID, modelID)
 	if err != nil {
 		return nil, err
-	}
-	b := a.BYOMs[modelID]
-	if b == nil || b.State == events.BYOMDeleted {
-		return nil, notFound(modelID)
 	}
 	conn, err := s.connection(accountID, b)
 	if err != nil {

@@ -75,9 +75,9 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 	}
 	changed := map[string]*QueryDoc{}
 	var order []string
-	// first is the first event of the batch applied to each changed
-	// document; stored, whether its document was stored before the batch.
-	first, stored := map[string]uint64{}, map[string]bool{}
+	// from is, for each changed document stored before the batch, the
+	// first event of the batch applied to it: where its change is held from.
+	from := map[string]uint64{}
 	var add []indexed
 	for _, r := range recs {
 		id := events.AggregateID(r.Envelope.Subject)
@@ -93,7 +93,9 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 			doc = cur.clone()
 			changed[id] = doc
 			order = append(order, id)
-			first[id], stored[id] = r.Seq, cur.Seq != 0
+			if cur.Seq != 0 {
+				from[id] = r.Seq
+			}
 		}
 		// The submission of a query this document had not applied joins
 		// its account's index (unless the index took it before a crash: by
@@ -127,7 +129,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 	var hold []string
 	for _, id := range order {
 		doc := changed[id]
-		if p.Every > 0 && stored[id] && !doc.Result.Terminal() {
+		if _, stored := from[id]; stored && p.Every > 0 && !doc.Result.Terminal() {
 			hold = append(hold, id)
 			continue
 		}
@@ -152,7 +154,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 	}
 	for _, id := range hold {
 		if _, ok := p.held[id]; !ok {
-			h := heldDoc{seq: first[id], since: now}
+			h := heldDoc{seq: from[id], since: now}
 			p.held[id] = h
 			if !p.stale {
 				if p.oldest == 0 || h.seq < p.oldest {

@@ -74,10 +74,6 @@ var _ Provider = (*Metered)(nil)
 
 const tracerName = "github.com/crosscheck/crosscheck/internal/providers"
 
-// noSpan is the span of a call while the process traces nothing: it records
-// nothing, and ending it does nothing.
-var noSpan = trace.SpanFromContext(context.Background())
-
 // Complete runs req on the provider, within a span of its own. The span's
 // attributes are built only when the span is recorded.
 func (m *Metered) Complete(ctx context.Context, req Request) (Response, error) {
@@ -100,7 +96,7 @@ func (m *Metered) Complete(ctx context.Context, req Request) (Response, error) {
 //
 //go:noinline
 func (m *Metered) start(ctx context.Context, model string, req *Request) (context.Context, trace.Span) {
-	span := noSpan
+	span := telemetry.NoSpan
 	if telemetry.Tracing() {
 		ctx, span = otel.Tracer(tracerName).Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient))
 	}

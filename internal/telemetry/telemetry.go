@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ServiceName is the service.name of the spans when OTEL_SERVICE_NAME is
@@ -48,6 +49,11 @@ func Exporting() bool {
 // untraced is the tracer provider of a process that installed none: spans
 // of it are never recorded.
 var untraced = otel.GetTracerProvider()
+
+// NoSpan is the span a hot path uses instead of starting one while
+// Tracing is false: it records nothing, ending it does nothing, and the
+// trace context of the path's ctx goes on as it is.
+var NoSpan = trace.SpanFromContext(context.Background())
 
 // Tracing reports whether the process has installed a tracer provider
 // (Setup, when exporting, or a test). While it is false no span is ever

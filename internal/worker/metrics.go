@@ -66,11 +66,6 @@ var (
 
 const tracerName = "github.com/crosscheck/crosscheck/internal/worker"
 
-// noSpan stands in for the spans of a run while the process traces nothing
-// (telemetry.Tracing): it records nothing, costs nothing, and the run's
-// context keeps the trace context its message carried.
-var noSpan = trace.SpanFromContext(context.Background())
-
 // startJob begins the run of a delivered job: its span continues the trace
 // of the request that submitted the query (carried in the message headers,
 // the same on every delivery), and the job counts as running until the
@@ -82,7 +77,7 @@ func startJob(ctx context.Context, msg *eventstore.Job, id string) (context.Cont
 	}
 	jobsRunning.Inc()
 	ctx = msg.TraceContext(ctx)
-	span := noSpan
+	span := telemetry.NoSpan
 	if telemetry.Tracing() {
 		ctx, span = otel.Tracer(tracerName).Start(ctx, "query.run", trace.WithSpanKind(trace.SpanKindConsumer),
 			trace.WithAttributes(
@@ -155,7 +150,7 @@ func (e *emitter) observeStage(ctx context.Context, ev events.Event) {
 	}
 	now := time.Now()
 	e.stage.end(now)
-	span := noSpan
+	span := telemetry.NoSpan
 	if telemetry.Tracing() {
 		_, span = otel.Tracer(tracerName).Start(ctx, "stage "+next, trace.WithAttributes(attribute.String("crosscheck.stage", next)))
 	}
