@@ -90,9 +90,10 @@ type Store struct {
 	FileObjects *Objects
 
 	QueryStatus *Bucket
-	// QueryList holds each query's list row under <account_id>.<request_id>,
-	// and each account's index of its queries (<account_id>.head and
-	// <account_id>.page.<n>).
+	// QueryList holds each account's index of its queries, in order of
+	// admission (<account_id>.head and <account_id>.page.<n>). A store
+	// written before the index also holds a list row per query under
+	// <account_id>.<request_id>, which nothing reads any more.
 	QueryList   *Bucket
 	Balances    *Bucket
 	Keys        *Bucket
@@ -224,7 +225,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 
 const (
 	queryStatusDescription = "Query read model, a projection of QUERIES"
-	queryListDescription   = "Each account's queries, one row per query under <account_id>.<request_id> and an index in order of admission under <account_id>.head and <account_id>.page.<n>, a projection of QUERIES"
+	queryListDescription   = "Each account's index of its queries in order of admission under <account_id>.head and <account_id>.page.<n>, a projection of QUERIES"
 	balancesDescription    = "Account money state by account id, a projection of ACCOUNTS"
 )
 

@@ -12,12 +12,12 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/metrics"
+	"github.com/crosscheck/crosscheck/internal/telemetry"
 )
 
 var (
@@ -49,11 +49,6 @@ var knownMethods = map[string]bool{
 	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
 	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
 }
-
-// untraced is the tracer provider a process has until it installs one
-// (telemetry.Setup, when an exporter is configured, or a test): spans of it
-// are never recorded.
-var untraced = otel.GetTracerProvider()
 
 // observed serves next within a span of its own (continuing the caller's
 // trace when the request carries a traceparent) and counts each request
@@ -94,7 +89,7 @@ func observed(next http.Handler) http.Handler {
 		return r.Method
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if otel.GetTracerProvider() == untraced {
+		if !telemetry.Tracing() {
 			counted.ServeHTTP(w, r)
 			return
 		}
