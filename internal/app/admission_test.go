@@ -52,7 +52,7 @@ func (p *testProvider) requests(purpose string) []providers.Request {
 	return out
 }
 
-func (p *testProvider) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
+func (p *testProvider) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 	p.calls.Add(1)
 	if req.Schema == nil && p.answers != nil {
 		p.answers.Add(1)
@@ -61,19 +61,19 @@ func (p *testProvider) Complete(ctx context.Context, req providers.Request) (pro
 		select {
 		case <-p.hold:
 		case <-ctx.Done():
-			return providers.Response{}, ctx.Err()
+			return &providers.Response{}, ctx.Err()
 		}
 	}
 	p.mu.Lock()
-	p.seen = append(p.seen, req)
+	p.seen = append(p.seen, *req)
 	p.mu.Unlock()
 	prompt := req.Messages[len(req.Messages)-1].Content
 	if p.fail != nil && (!p.failJSON || req.Schema != nil) && strings.Contains(prompt, p.failWhen) &&
 		(p.failPurpose == "" || p.failPurpose == req.Purpose) {
-		return providers.Response{}, p.fail
+		return &providers.Response{}, p.fail
 	}
 	if p.garble != "" && p.garble == req.Purpose {
-		return providers.Response{Text: "I am sorry, here is my answer in prose instead.", Usage: events.Usage{InputTokens: 10, OutputTokens: 10}}, nil
+		return &providers.Response{Text: "I am sorry, here is my answer in prose instead.", Usage: events.Usage{InputTokens: 10, OutputTokens: 10}}, nil
 	}
 	return p.inner.Complete(ctx, req)
 }

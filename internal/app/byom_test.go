@@ -175,8 +175,8 @@ func playStep(req map[string]any) providers.Response {
 		purpose = events.StepResearch
 	}
 	model, _ := req["model"].(string)
-	resp, _ := simulated.New("custom", 0).Complete(context.Background(), providers.Request{Model: model, Purpose: purpose, Messages: msgs})
-	return resp
+	resp, _ := simulated.New("custom", 0).Complete(context.Background(), &providers.Request{Model: model, Purpose: purpose, Messages: msgs})
+	return *resp
 }
 
 // connect connects a model to the account and returns the response.

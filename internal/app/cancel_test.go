@@ -45,7 +45,7 @@ func (p *cancelProbe) set() providers.Set {
 	set := providers.Set{}
 	for _, key := range catalog.ProviderKeys {
 		inner := simulated.New(key, 0)
-		set[key] = providers.ProviderFunc(func(ctx context.Context, req providers.Request) (providers.Response, error) {
+		set[key] = providers.ProviderFunc(func(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 			p.mu.Lock()
 			for _, m := range req.Messages {
 				if m.Role == "user" {
@@ -58,7 +58,7 @@ func (p *cancelProbe) set() providers.Set {
 				<-ctx.Done()
 				p.ended.Add(1)
 				<-p.release
-				return providers.Response{}, ctx.Err()
+				return &providers.Response{}, ctx.Err()
 			}
 			return inner.Complete(ctx, req)
 		})

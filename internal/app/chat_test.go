@@ -176,11 +176,11 @@ type slowProvider struct {
 	d     time.Duration
 }
 
-func (s slowProvider) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
+func (s slowProvider) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 	select {
 	case <-time.After(s.d):
 	case <-ctx.Done():
-		return providers.Response{}, ctx.Err()
+		return &providers.Response{}, ctx.Err()
 	}
 	return s.inner.Complete(ctx, req)
 }

@@ -87,9 +87,9 @@ type failingAll struct {
 	when  string
 }
 
-func (f *failingAll) Complete(ctx contextT, req providers.Request) (providers.Response, error) {
+func (f *failingAll) Complete(ctx contextT, req *providers.Request) (*providers.Response, error) {
 	if req.Schema == nil && strings.Contains(req.Messages[len(req.Messages)-1].Content, f.when) {
-		return providers.Response{}, &providers.Error{Class: providers.ClassRateLimited, Status: 429, Message: "slow down"}
+		return &providers.Response{}, &providers.Error{Class: providers.ClassRateLimited, Status: 429, Message: "slow down"}
 	}
 	return f.inner.Complete(ctx, req)
 }

@@ -136,7 +136,7 @@ type scrubbed struct {
 
 // Complete runs the call; an upstream *providers.Error comes back with its
 // message scrubbed, any other error (the context's) as it is.
-func (s scrubbed) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
+func (s scrubbed) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 	resp, err := s.Provider.Complete(ctx, req)
 	var pe *providers.Error
 	if err != nil && errors.As(err, &pe) {

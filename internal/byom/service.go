@@ -509,7 +509,7 @@ func (s *Service) test(ctx context.Context, c Connection) *failure {
 	if err != nil {
 		return &failure{class: providers.ClassBadRequest, message: scrub(err.Error(), c)}
 	}
-	_, err = p.Complete(ctx, providers.Request{
+	_, err = p.Complete(ctx, &providers.Request{
 		Model: c.Model, Purpose: events.StepAnswer, MaxOutputTokens: 16,
 		Messages: []providers.Message{{Role: providers.RoleUser, Content: "Reply with the word ok."}},
 	})

@@ -109,9 +109,9 @@ type recording struct {
 	reqs []providers.Request
 }
 
-func (r *recording) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
+func (r *recording) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 	r.mu.Lock()
-	r.reqs = append(r.reqs, req)
+	r.reqs = append(r.reqs, *req)
 	r.mu.Unlock()
 	return r.Provider.Complete(ctx, req)
 }

@@ -43,31 +43,41 @@ type meter struct {
 	CostMicros int64
 }
 
-func (m *Models) complete(ctx context.Context, ref events.ModelRef, req providers.Request) (providers.Response, error) {
-	p, ok := m.Providers[ref.Provider]
-	if ref.CustomModel != "" {
-		if m.Custom == nil {
-			return providers.Response{}, &providers.Error{Class: providers.ClassBadRequest, Message: "no customer-owned model can run here: " + ref.CustomModel}
-		}
-		var err error
-		if p, err = m.Custom(ctx, ref); err != nil {
-			return providers.Response{}, err
-		}
-		ok = true
-	}
-	if !ok {
-		return providers.Response{}, &providers.Error{Class: providers.ClassBadRequest, Message: "no backend is configured for " + ref.Provider}
+// complete runs req on ref's backend, as ref's model (it sets req.Model).
+// The response is never nil, failed or not; its Latency is the call's when
+// the backend reported none.
+func (m *Models) complete(ctx context.Context, ref *events.ModelRef, req *providers.Request) (*providers.Response, error) {
+	// The call waits in p.Complete for as long as the model takes, holding
+	// this frame: the backend's lookup is in backend, so the frame stays
+	// small.
+	p, err := m.backend(ctx, ref)
+	if err != nil {
+		return &providers.Response{}, err
 	}
 	req.Model = ref.ModelID
 	start := time.Now()
 	resp, err := p.Complete(ctx, req)
-	if resp.Latency == 0 {
-		resp.Latency = time.Since(start)
-	}
-	return resp, err
+	return providers.WithLatency(resp, start), err
 }
 
-func (m *Models) meter(ref events.ModelRef, resp providers.Response) meter {
+// backend returns the backend that serves ref.
+//
+//go:noinline
+func (m *Models) backend(ctx context.Context, ref *events.ModelRef) (providers.Provider, error) {
+	if ref.CustomModel != "" {
+		if m.Custom == nil {
+			return nil, &providers.Error{Class: providers.ClassBadRequest, Message: "no customer-owned model can run here: " + ref.CustomModel}
+		}
+		return m.Custom(ctx, *ref)
+	}
+	p, ok := m.Providers[ref.Provider]
+	if !ok {
+		return nil, &providers.Error{Class: providers.ClassBadRequest, Message: "no backend is configured for " + ref.Provider}
+	}
+	return p, nil
+}
+
+func (m *Models) meter(ref events.ModelRef, resp *providers.Response) meter {
 	var cost int64
 	if m.Price != nil {
 		cost = m.Price(ref, resp.Usage)
@@ -99,7 +109,7 @@ func (m *Models) askFiles(ctx context.Context, j *job, ref events.ModelRef, purp
 			return meter{}, err
 		}
 	}
-	resp, err := m.complete(ctx, ref, req)
+	resp, err := m.complete(ctx, &ref, &req)
 	if err != nil {
 		return meter{}, err
 	}
@@ -318,18 +328,19 @@ func (m *Models) answer(ctx context.Context, j *job, ref events.ModelRef, prompt
 	if err != nil {
 		return m.answered(ref, nil, err)
 	}
-	resp, err := m.complete(ctx, ref, req)
-	return m.answered(ref, &resp, err)
+	resp, err := m.complete(ctx, &ref, req)
+	return m.answered(ref, resp, err)
 }
 
 // answerRequest is the request of a model's answer to prompt.
 //
 //go:noinline
-func (j *job) answerRequest(ctx context.Context, files FileSource, ref events.ModelRef, prompt string) (providers.Request, error) {
-	return j.withFiles(ctx, files, ref, j.withTools(providers.Request{
+func (j *job) answerRequest(ctx context.Context, files FileSource, ref events.ModelRef, prompt string) (*providers.Request, error) {
+	req, err := j.withFiles(ctx, files, ref, j.withTools(providers.Request{
 		Purpose:  events.StepAnswer,
 		Messages: []providers.Message{{Role: providers.RoleUser, Content: prompt}},
 	}))
+	return &req, err
 }
 
 // answered is the event of a model's answer: resp and err as the call
@@ -338,16 +349,19 @@ func (j *job) answerRequest(ctx context.Context, files FileSource, ref events.Mo
 //go:noinline
 func (m *Models) answered(ref events.ModelRef, resp *providers.Response, err error) events.Event {
 	if err != nil {
-		if resp == nil {
-			resp = &providers.Response{}
-		}
-		return failed(ref, *resp, err)
+		return failed(ref, resp, err)
 	}
-	mt := m.meter(ref, *resp)
+	mt := m.meter(ref, resp)
 	return events.ModelAnswered{Model: ref, Answer: resp.Text, Citations: resp.Citations, Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros, ToolCalls: resp.ToolCalls}
 }
 
-func failed(ref events.ModelRef, resp providers.Response, err error) events.ModelFailed {
+// failed is the event of a model's failed call: resp as the call returned
+// it, nil when the call was never made.
+func failed(ref events.ModelRef, resp *providers.Response, err error) events.ModelFailed {
+	var latency time.Duration
+	if resp != nil {
+		latency = resp.Latency
+	}
 	e := providers.Classify(err)
-	return events.ModelFailed{Model: ref, Class: e.Class, Message: e.Message, UpstreamStatus: e.Status, LatencyMS: resp.Latency.Milliseconds()}
+	return events.ModelFailed{Model: ref, Class: e.Class, Message: e.Message, UpstreamStatus: e.Status, LatencyMS: latency.Milliseconds()}
 }

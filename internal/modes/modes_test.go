@@ -53,11 +53,11 @@ type recorder struct {
 	prompts []string
 }
 
-func (r *recorder) Complete(_ context.Context, req providers.Request) (providers.Response, error) {
+func (r *recorder) Complete(_ context.Context, req *providers.Request) (*providers.Response, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.prompts = append(r.prompts, req.Messages[len(req.Messages)-1].Content)
-	return providers.Response{JSON: []byte(`{"answer":"revised","changed":false}`), Usage: events.Usage{InputTokens: 1, OutputTokens: 1}}, nil
+	return &providers.Response{JSON: []byte(`{"answer":"revised","changed":false}`), Usage: events.Usage{InputTokens: 1, OutputTokens: 1}}, nil
 }
 
 // Round 2 shows each model the others' answers without their names, and in
@@ -168,14 +168,14 @@ func TestResearchUsesNativeSearchWhereEnabled(t *testing.T) {
 	requests := map[string]providers.Request{}
 	set := providers.Set{}
 	for _, key := range []string{"provider_a", "provider_b"} {
-		set[key] = providers.ProviderFunc(func(ctx context.Context, req providers.Request) (providers.Response, error) {
+		set[key] = providers.ProviderFunc(func(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 			if req.Purpose == events.StepResearch {
 				mu.Lock()
-				requests[key] = req
+				requests[key] = *req
 				mu.Unlock()
-				return providers.Response{Text: "Everest is 8,849 m [1].", Usage: events.Usage{InputTokens: 1, OutputTokens: 1}}, nil
+				return &providers.Response{Text: "Everest is 8,849 m [1].", Usage: events.Usage{InputTokens: 1, OutputTokens: 1}}, nil
 			}
-			return providers.Response{}, &providers.Error{Class: providers.ClassServerError, Message: "only research here"}
+			return &providers.Response{}, &providers.Error{Class: providers.ClassServerError, Message: "only research here"}
 		})
 	}
 	m := &Verify{Models: Models{Providers: set}, Search: fixedSearch{}, NativeSearch: func(ref events.ModelRef) bool { return ref.Provider == "provider_a" }}

@@ -53,10 +53,10 @@ func runMode(t *testing.T, mode string, n int, failing string) (map[string]int, 
 		key := fmt.Sprintf("provider_%c", 'a'+i)
 		refs = append(refs, events.ModelRef{Provider: key, ModelID: "sim-" + key})
 		sim := simulated.New(key, 0)
-		set[key] = providers.ProviderFunc(func(ctx context.Context, req providers.Request) (providers.Response, error) {
+		set[key] = providers.ProviderFunc(func(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 			log.add(req.Purpose, key)
 			if key == failing {
-				return providers.Response{}, &providers.Error{Class: providers.ClassServerError, Status: 500, Message: "upstream down"}
+				return &providers.Response{}, &providers.Error{Class: providers.ClassServerError, Status: 500, Message: "upstream down"}
 			}
 			return sim.Complete(ctx, req)
 		})

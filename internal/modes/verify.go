@@ -185,9 +185,9 @@ func (m *Verify) research(ctx context.Context, j *job) error {
 			},
 		}))
 		if err != nil {
-			return failed(ref, providers.Response{}, err)
+			return failed(ref, nil, err)
 		}
-		resp, err := m.complete(ctx, ref, req)
+		resp, err := m.complete(ctx, &ref, &req)
 		if err != nil {
 			return failed(ref, resp, err)
 		}

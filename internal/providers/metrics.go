@@ -76,16 +76,16 @@ const tracerName = "github.com/crosscheck/crosscheck/internal/providers"
 
 // Complete runs req on the provider, within a span of its own. The span's
 // attributes are built only when the span is recorded.
-func (m *Metered) Complete(ctx context.Context, req Request) (Response, error) {
+func (m *Metered) Complete(ctx context.Context, req *Request) (*Response, error) {
 	// The call waits in m.Provider.Complete for as long as the model takes,
 	// holding this frame: the span's and the metrics' work is in start and
 	// finish, so the frame (and the stack of every goroutine waiting on a
 	// model) stays small.
 	model := ModelLabel(m.Name, req.Model)
-	ctx, span := m.start(ctx, model, &req)
+	ctx, span := m.start(ctx, model, req)
 	began := time.Now()
 	resp, err := m.Provider.Complete(ctx, req)
-	m.finish(ctx, span, model, req.Purpose, &resp, err, time.Since(began))
+	m.finish(ctx, span, model, req.Purpose, resp, err, time.Since(began))
 	return resp, err
 }
 
@@ -109,7 +109,7 @@ func (m *Metered) start(ctx context.Context, model string, req *Request) (contex
 			attribute.String("crosscheck.purpose", req.Purpose),
 		)
 		if m.CaptureContent {
-			span.SetAttributes(attribute.String("gen_ai.prompt", promptText(*req)))
+			span.SetAttributes(attribute.String("gen_ai.prompt", promptText(req)))
 		}
 	}
 	purpose := req.Purpose
@@ -183,7 +183,7 @@ func chainObserver(ctx context.Context, observe AttemptObserver) AttemptObserver
 
 // promptText is the messages of req as one text, for a span that captures
 // content.
-func promptText(req Request) string {
+func promptText(req *Request) string {
 	var b strings.Builder
 	for _, msg := range req.Messages {
 		b.WriteString(msg.Role)

@@ -32,7 +32,7 @@ func TestMeteredCountsOutcomesAndTraces(t *testing.T) {
 	exp := spansOf(t)
 	synctest.Test(t, func(t *testing.T) {
 		s := &script{errs: []error{&Error{Class: ClassServerError, Status: 503}}}
-		usage := ProviderFunc(func(ctx context.Context, req Request) (Response, error) {
+		usage := ProviderFunc(func(ctx context.Context, req *Request) (*Response, error) {
 			resp, err := s.Complete(ctx, req)
 			resp.Usage = events.Usage{InputTokens: 7, OutputTokens: 11}
 			return resp, err
@@ -41,7 +41,7 @@ func TestMeteredCountsOutcomesAndTraces(t *testing.T) {
 		observed := 0
 		ctx := WithAttemptObserver(t.Context(), func(int, *Error, time.Duration) { observed++ })
 		req := Request{Model: "model-m", Purpose: events.StepAnswer, Messages: []Message{{Role: RoleUser, Content: "a secret prompt"}}}
-		if _, err := m.Complete(ctx, req); err != nil {
+		if _, err := m.Complete(ctx, &req); err != nil {
 			t.Fatal(err)
 		}
 		if observed != 1 {
@@ -85,11 +85,11 @@ func TestMeteredCountsOutcomesAndTraces(t *testing.T) {
 // capture puts the prompt and the answer in the span.
 func TestMeteredCustomModelsAndContentCapture(t *testing.T) {
 	exp := spansOf(t)
-	fail := ProviderFunc(func(context.Context, Request) (Response, error) {
-		return Response{}, &Error{Class: ClassAuthentication, Status: 401}
+	fail := ProviderFunc(func(context.Context, *Request) (*Response, error) {
+		return &Response{}, &Error{Class: ClassAuthentication, Status: 401}
 	})
 	m := &Metered{Name: CustomProvider, Provider: fail}
-	if _, err := m.Complete(t.Context(), Request{Model: "acme-private-llm-v7", Purpose: events.StepAnswer}); err == nil {
+	if _, err := m.Complete(t.Context(), &Request{Model: "acme-private-llm-v7", Purpose: events.StepAnswer}); err == nil {
 		t.Fatal("the failure was lost")
 	}
 	if got := testutil.ToFloat64(modelCalls.WithLabelValues(CustomProvider, CustomProvider, events.StepAnswer, "failed_authentication")); got != 1 {
@@ -101,9 +101,9 @@ func TestMeteredCustomModelsAndContentCapture(t *testing.T) {
 	if n, err := testutil.GatherAndCount(metrics.Registry, "crosscheck_model_calls_total"); err != nil || n == 0 {
 		t.Fatalf("the registry serves no model calls: %d %v", n, err)
 	}
-	ok := ProviderFunc(func(context.Context, Request) (Response, error) { return Response{Text: "the answer"}, nil })
+	ok := ProviderFunc(func(context.Context, *Request) (*Response, error) { return &Response{Text: "the answer"}, nil })
 	captured := &Metered{Name: "prov_c", Provider: ok, CaptureContent: true}
-	if _, err := captured.Complete(t.Context(), Request{Model: "m", Messages: []Message{{Role: RoleUser, Content: "the question"}}}); err != nil {
+	if _, err := captured.Complete(t.Context(), &Request{Model: "m", Messages: []Message{{Role: RoleUser, Content: "the question"}}}); err != nil {
 		t.Fatal(err)
 	}
 	var prompt, completion bool
@@ -125,18 +125,18 @@ func TestMeteredCustomModelsAndContentCapture(t *testing.T) {
 // with no tracer provider installed (no OTEL_* setting): compare with
 // BenchmarkUnmetered.
 func BenchmarkMetered(b *testing.B) {
-	p := ProviderFunc(func(context.Context, Request) (Response, error) { return Response{Text: "a"}, nil })
+	p := ProviderFunc(func(context.Context, *Request) (*Response, error) { return &Response{Text: "a"}, nil })
 	m := &Metered{Name: "prov_b", Provider: p}
 	req := Request{Model: "model-b", Purpose: events.StepAnswer}
 	for b.Loop() {
-		_, _ = m.Complete(b.Context(), req)
+		_, _ = m.Complete(b.Context(), &req)
 	}
 }
 
 func BenchmarkUnmetered(b *testing.B) {
-	p := ProviderFunc(func(context.Context, Request) (Response, error) { return Response{Text: "a"}, nil })
+	p := ProviderFunc(func(context.Context, *Request) (*Response, error) { return &Response{Text: "a"}, nil })
 	req := Request{Model: "model-b", Purpose: events.StepAnswer}
 	for b.Loop() {
-		_, _ = p.Complete(b.Context(), req)
+		_, _ = p.Complete(b.Context(), &req)
 	}
 }

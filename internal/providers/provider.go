@@ -81,10 +81,19 @@ type Response struct {
 }
 
 // Provider is a model backend.
+//
+// The request and the response travel by pointer: a call waits on the
+// model with every decorator's frame on its goroutine's stack, and a
+// request or response copied into each of them would keep that stack above
+// the size the runtime starts it with.
 type Provider interface {
-	// Complete runs one call. Its error is an *Error when the failure is the
-	// upstream's, or the context's error when ctx ended.
-	Complete(ctx context.Context, req Request) (Response, error)
+	// Complete runs one call. It neither modifies *req nor keeps it once it
+	// returns. The response is never nil when err is nil; when the call
+	// failed it is nil or carries what the failed call reported (its
+	// Latency, the Usage of a call that was answered). Its error is an
+	// *Error when the failure is the upstream's, or the context's error when
+	// ctx ended.
+	Complete(ctx context.Context, req *Request) (*Response, error)
 }
 
 // Failure classes of an upstream error.
@@ -130,10 +139,10 @@ func Classify(err error) *Error {
 type Set map[string]Provider
 
 // ProviderFunc adapts a function to Provider.
-type ProviderFunc func(ctx context.Context, req Request) (Response, error)
+type ProviderFunc func(ctx context.Context, req *Request) (*Response, error)
 
 // Complete calls f.
-func (f ProviderFunc) Complete(ctx context.Context, req Request) (Response, error) {
+func (f ProviderFunc) Complete(ctx context.Context, req *Request) (*Response, error) {
 	return f(ctx, req)
 }
 
@@ -144,10 +153,21 @@ type Upstream struct {
 	Names    map[string]string
 }
 
-// Complete renames req.Model and calls the provider.
-func (u *Upstream) Complete(ctx context.Context, req Request) (Response, error) {
-	if name, ok := u.Names[req.Model]; ok {
-		req.Model = name
+// Complete calls the provider with a copy of req under the upstream name
+// of req.Model, or with req itself when the name is the same.
+func (u *Upstream) Complete(ctx context.Context, req *Request) (*Response, error) {
+	if name, ok := u.Names[req.Model]; ok && name != req.Model {
+		return u.Provider.Complete(ctx, renamed(req, name))
 	}
 	return u.Provider.Complete(ctx, req)
+}
+
+// renamed is a copy of req for model name, on the heap: the call waiting
+// on it does not hold it in its frame.
+//
+//go:noinline
+func renamed(req *Request, name string) *Request {
+	r := *req
+	r.Model = name
+	return &r
 }

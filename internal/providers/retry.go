@@ -43,7 +43,9 @@ type Retry struct {
 var _ Provider = (*Retry)(nil)
 
 // Complete runs req until it succeeds, fails for good, or ctx ends.
-func (r *Retry) Complete(ctx context.Context, req Request) (Response, error) {
+// The response of a failed call is never nil: it carries the last
+// attempt's latency.
+func (r *Retry) Complete(ctx context.Context, req *Request) (*Response, error) {
 	// Each attempt waits on the model in this frame, as deep as the call
 	// path allows (no frame of its own): the retry's decision is in again.
 	for attempt := 0; ; attempt++ {
@@ -51,13 +53,23 @@ func (r *Retry) Complete(ctx context.Context, req Request) (Response, error) {
 		start := time.Now()
 		resp, err := r.Provider.Complete(actx, req)
 		cancel()
-		if resp.Latency == 0 {
-			resp.Latency = time.Since(start)
-		}
+		resp = WithLatency(resp, start)
 		if err == nil || !r.again(ctx, attempt, err) {
 			return resp, err
 		}
 	}
+}
+
+// WithLatency returns resp, a new empty response when it is nil, with its
+// Latency set to the time since start when the backend reported none.
+func WithLatency(resp *Response, start time.Time) *Response {
+	if resp == nil {
+		resp = &Response{}
+	}
+	if resp.Latency == 0 {
+		resp.Latency = time.Since(start)
+	}
+	return resp
 }
 
 // attemptContext bounds one attempt by r.Timeout, if set.

@@ -13,19 +13,19 @@ type script struct {
 	calls []time.Time
 }
 
-func (s *script) Complete(ctx context.Context, req Request) (Response, error) {
+func (s *script) Complete(ctx context.Context, req *Request) (*Response, error) {
 	s.calls = append(s.calls, time.Now())
 	if len(s.calls) <= len(s.errs) {
-		return Response{}, s.errs[len(s.calls)-1]
+		return &Response{}, s.errs[len(s.calls)-1]
 	}
-	return Response{Text: "ok"}, nil
+	return &Response{Text: "ok"}, nil
 }
 
 func TestRetryWaitsOneThenFiveSeconds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &script{errs: []error{&Error{Class: ClassServerError, Status: 500}, &Error{Class: ClassRateLimited, Status: 429}}}
 		r := &Retry{Provider: s, Delays: DefaultRetryDelays}
-		resp, err := r.Complete(t.Context(), Request{})
+		resp, err := r.Complete(t.Context(), &Request{})
 		if err != nil || resp.Text != "ok" {
 			t.Fatalf("got %v %v, want the third attempt's answer", resp, err)
 		}
@@ -39,7 +39,7 @@ func TestRetryStopsAfterThreeAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fail := &Error{Class: ClassServerError, Status: 503}
 		s := &script{errs: []error{fail, fail, fail, fail}}
-		_, err := (&Retry{Provider: s, Delays: DefaultRetryDelays}).Complete(t.Context(), Request{})
+		_, err := (&Retry{Provider: s, Delays: DefaultRetryDelays}).Complete(t.Context(), &Request{})
 		if !errors.Is(err, fail) || len(s.calls) != 3 {
 			t.Fatalf("%d attempts, err %v; want 3 and the last failure", len(s.calls), err)
 		}
@@ -49,7 +49,7 @@ func TestRetryStopsAfterThreeAttempts(t *testing.T) {
 func TestRetryHonoursRetryAfterAndSkipsPermanentFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &script{errs: []error{&Error{Class: ClassRateLimited, RetryAfter: 12 * time.Second}}}
-		if _, err := (&Retry{Provider: s, Delays: DefaultRetryDelays}).Complete(t.Context(), Request{}); err != nil {
+		if _, err := (&Retry{Provider: s, Delays: DefaultRetryDelays}).Complete(t.Context(), &Request{}); err != nil {
 			t.Fatal(err)
 		}
 		if d := s.calls[1].Sub(s.calls[0]); d != 12*time.Second {
@@ -57,7 +57,7 @@ func TestRetryHonoursRetryAfterAndSkipsPermanentFailures(t *testing.T) {
 		}
 		for _, class := range []string{ClassAuthentication, ClassBadRequest, ClassContentFiltered, ClassInvalidOutput} {
 			s := &script{errs: []error{&Error{Class: class}}}
-			if _, err := (&Retry{Provider: s, Delays: DefaultRetryDelays}).Complete(t.Context(), Request{}); err == nil || len(s.calls) != 1 {
+			if _, err := (&Retry{Provider: s, Delays: DefaultRetryDelays}).Complete(t.Context(), &Request{}); err == nil || len(s.calls) != 1 {
 				t.Fatalf("%s: %d attempts; a permanent failure must not be retried", class, len(s.calls))
 			}
 		}
@@ -66,12 +66,12 @@ func TestRetryHonoursRetryAfterAndSkipsPermanentFailures(t *testing.T) {
 
 func TestRetryTimeoutPerAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		slow := ProviderFunc(func(ctx context.Context, req Request) (Response, error) {
+		slow := ProviderFunc(func(ctx context.Context, req *Request) (*Response, error) {
 			<-ctx.Done()
-			return Response{}, ctx.Err()
+			return &Response{}, ctx.Err()
 		})
 		start := time.Now()
-		_, err := (&Retry{Provider: slow, Delays: DefaultRetryDelays, Timeout: 30 * time.Second}).Complete(t.Context(), Request{})
+		_, err := (&Retry{Provider: slow, Delays: DefaultRetryDelays, Timeout: 30 * time.Second}).Complete(t.Context(), &Request{})
 		if Classify(err).Class != ClassTimeout || time.Since(start) != 96*time.Second {
 			t.Fatalf("err %v after %s; want a timeout after 3×30s + 1s + 5s", err, time.Since(start))
 		}
@@ -87,7 +87,7 @@ func TestRetryCapsTheUpstreamWait(t *testing.T) {
 		var waits []time.Duration
 		ctx := WithAttemptObserver(context.Background(), func(_ int, _ *Error, wait time.Duration) { waits = append(waits, wait) })
 		r := &Retry{Provider: s, Delays: []time.Duration{time.Second}}
-		if _, err := r.Complete(ctx, Request{}); err != nil {
+		if _, err := r.Complete(ctx, &Request{}); err != nil {
 			t.Fatal(err)
 		}
 		if len(s.calls) != 2 || s.calls[1].Sub(s.calls[0]) != MaxRetryAfter || len(waits) != 1 || waits[0] != MaxRetryAfter {

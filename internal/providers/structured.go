@@ -22,22 +22,22 @@ type Structured struct {
 var _ Provider = (*Structured)(nil)
 
 // Complete runs req and validates its structured output.
-func (s *Structured) Complete(ctx context.Context, req Request) (Response, error) {
+func (s *Structured) Complete(ctx context.Context, req *Request) (*Response, error) {
 	// The call waits in s.Provider.Complete for as long as the model takes,
 	// holding this frame: the repair is in repair, so the frame stays small.
 	resp, err := s.Provider.Complete(ctx, req)
 	if err != nil || req.Schema == nil {
 		return resp, err
 	}
-	return s.repair(ctx, &req, resp)
+	return s.repair(ctx, req, resp)
 }
 
 // repair validates resp, the answer to req, and when it is invalid asks the
 // model once to correct it.
 //
 //go:noinline
-func (s *Structured) repair(ctx context.Context, req *Request, resp Response) (Response, error) {
-	verr := Validate(req.Schema, &resp)
+func (s *Structured) repair(ctx context.Context, req *Request, resp *Response) (*Response, error) {
+	verr := Validate(req.Schema, resp)
 	if verr == nil {
 		return resp, nil
 	}
@@ -46,14 +46,17 @@ func (s *Structured) repair(ctx context.Context, req *Request, resp Response) (R
 		Message{Role: RoleAssistant, Content: resp.Text},
 		Message{Role: RoleUser, Content: fmt.Sprintf("Your reply is not a valid JSON object for the schema %q: %v. Reply again with only the corrected JSON object.", req.Schema.Name, verr)},
 	)
-	second, err := s.Provider.Complete(ctx, repair)
+	second, err := s.Provider.Complete(ctx, &repair)
+	if second == nil {
+		second = &Response{}
+	}
 	second.Usage.InputTokens += resp.Usage.InputTokens
 	second.Usage.OutputTokens += resp.Usage.OutputTokens
 	second.Latency += resp.Latency
 	if err != nil {
 		return second, err
 	}
-	if verr := Validate(req.Schema, &second); verr != nil {
+	if verr := Validate(req.Schema, second); verr != nil {
 		return second, &Error{Class: ClassInvalidOutput, Message: fmt.Sprintf("the output is not valid for the schema %q after one repair attempt: %v", req.Schema.Name, verr)}
 	}
 	return second, nil

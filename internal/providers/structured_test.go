@@ -16,10 +16,10 @@ type replies struct {
 	reqs  []Request
 }
 
-func (r *replies) Complete(ctx context.Context, req Request) (Response, error) {
-	r.reqs = append(r.reqs, req)
+func (r *replies) Complete(ctx context.Context, req *Request) (*Response, error) {
+	r.reqs = append(r.reqs, *req)
 	text := r.texts[min(len(r.reqs)-1, len(r.texts)-1)]
-	return Response{Text: text, Usage: events.Usage{InputTokens: 10, OutputTokens: 5}}, nil
+	return &Response{Text: text, Usage: events.Usage{InputTokens: 10, OutputTokens: 5}}, nil
 }
 
 func TestStructuredRepairsOnce(t *testing.T) {
@@ -36,7 +36,7 @@ func TestStructuredRepairsOnce(t *testing.T) {
 		{"still invalid after one repair", []string{`{"answer":1}`, `{"answer":2}`, `{"answer":"a","conflicts":[]}`}, 2, true},
 	} {
 		up := &replies{texts: c.texts}
-		resp, err := (&Structured{Provider: up}).Complete(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "q"}}, Schema: testSchema})
+		resp, err := (&Structured{Provider: up}).Complete(context.Background(), &Request{Messages: []Message{{Role: RoleUser, Content: "q"}}, Schema: testSchema})
 		if len(up.reqs) != c.calls {
 			t.Errorf("%s: %d calls, want %d", c.name, len(up.reqs), c.calls)
 		}

@@ -248,7 +248,7 @@ type panicOnce struct {
 	n     atomic.Int64
 }
 
-func (p *panicOnce) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
+func (p *panicOnce) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 	if p.n.Add(1) == 1 {
 		panic("a bug in a provider")
 	}

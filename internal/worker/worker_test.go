@@ -43,7 +43,7 @@ type counted struct {
 	n     atomic.Int64
 }
 
-func (c *counted) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
+func (c *counted) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 	c.n.Add(1)
 	return c.inner.Complete(ctx, req)
 }

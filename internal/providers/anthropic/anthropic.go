@@ -103,23 +103,23 @@ func New(cfg Config) *Client {
 }
 
 // Complete runs one call of the Messages API.
-func (c *Client) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
+func (c *Client) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 	start := time.Now()
-	params, toolName, err := buildParams(req)
+	params, toolName, err := buildParams(*req)
 	if err != nil {
-		return providers.Response{}, c.redact(err)
+		return nil, c.redact(err)
 	}
 	msg, err := c.client.Messages.New(ctx, params)
 	latency := time.Since(start)
 	if err != nil {
-		return providers.Response{}, c.mapError(ctx, err)
+		return nil, c.mapError(ctx, err)
 	}
 	resp, err := readMessage(msg, toolName)
 	if err != nil {
-		return providers.Response{}, c.redact(err)
+		return nil, c.redact(err)
 	}
 	resp.Latency = latency
-	return resp, nil
+	return &resp, nil
 }
 
 // buildParams turns req into the Messages API's parameters, and returns the

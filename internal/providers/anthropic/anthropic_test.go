@@ -219,8 +219,8 @@ func errorType(status int) string {
 	return "api_error"
 }
 
-func ask(text string) providers.Request {
-	return providers.Request{Model: "claude-sonnet-4-5", Messages: []providers.Message{{Role: providers.RoleUser, Content: text}}}
+func ask(text string) *providers.Request {
+	return &providers.Request{Model: "claude-sonnet-4-5", Messages: []providers.Message{{Role: providers.RoleUser, Content: text}}}
 }
 
 func TestContract(t *testing.T) { contract.Run(t, newFixture(t)) }
@@ -289,7 +289,7 @@ func TestRequestShape(t *testing.T) {
 		{Role: providers.RoleAssistant, Content: "A1"},
 		{Role: providers.RoleUser, Content: "Q2"},
 	}}
-	resp, err := p.Complete(context.Background(), req)
+	resp, err := p.Complete(context.Background(), &req)
 	if err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
@@ -317,7 +317,7 @@ func TestRequestShape(t *testing.T) {
 	// "streaming is required" refusal must not stop it.
 	req.MaxOutputTokens = 64000
 	req.Model = "claude-opus-4-0"
-	if _, err := p.Complete(context.Background(), req); err != nil {
+	if _, err := p.Complete(context.Background(), &req); err != nil {
 		t.Fatalf("Complete with max_tokens 64000: %v", err)
 	}
 	if body := f.last(t).json(t); body["max_tokens"] != float64(64000) {
@@ -389,7 +389,7 @@ func TestAttachmentsAreNativeBlocks(t *testing.T) {
 		{Name: "report.pdf", MediaType: "application/pdf", Data: pdf},
 		{Name: "notes.txt", MediaType: "text/plain; charset=utf-8", Data: []byte("line one")},
 	}}
-	if _, err := f.Provider(t).Complete(context.Background(), req); err != nil {
+	if _, err := f.Provider(t).Complete(context.Background(), &req); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	var body struct {
@@ -608,7 +608,7 @@ func TestBadInputIsBadRequest(t *testing.T) {
 		"schema":     {Model: "m", Messages: []providers.Message{{Role: providers.RoleUser, Content: "x"}}, Schema: &providers.Schema{Name: "s", JSON: json.RawMessage(`{`)}},
 		"attachment": {Model: "m", Messages: []providers.Message{{Role: providers.RoleUser, Content: "x"}}, Attachments: []providers.Attachment{{Name: "a.zip", MediaType: "application/zip", Data: []byte{0xff, 0xfe, 0x00}}}},
 	} {
-		_, err := p.Complete(context.Background(), req)
+		_, err := p.Complete(context.Background(), &req)
 		var pe *providers.Error
 		if !errors.As(err, &pe) || pe.Class != providers.ClassBadRequest {
 			t.Fatalf("%s: err %v, want bad_request", name, err)

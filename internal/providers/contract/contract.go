@@ -58,8 +58,8 @@ type Fixture interface {
 
 var schema = &providers.Schema{Name: "synthesis", JSON: json.RawMessage(`{"type":"object","required":["answer","conflicts"],"properties":{"answer":{"type":"string"},"conflicts":{"type":"array"}},"additionalProperties":false}`)}
 
-func ask(text string) providers.Request {
-	return providers.Request{Model: "m", Messages: []providers.Message{{Role: providers.RoleUser, Content: text}}}
+func ask(text string) *providers.Request {
+	return &providers.Request{Model: "m", Messages: []providers.Message{{Role: providers.RoleUser, Content: text}}}
 }
 
 // Run runs the contract against f.

@@ -92,11 +92,11 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 }
 
 // Complete runs one generateContent call.
-func (c *Client) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
+func (c *Client) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 	start := time.Now()
-	contents, system, err := buildContents(req)
+	contents, system, err := buildContents(*req)
 	if err != nil {
-		return providers.Response{}, err
+		return nil, err
 	}
 	config := &genai.GenerateContentConfig{
 		SystemInstruction:     system,
@@ -108,7 +108,7 @@ func (c *Client) Complete(ctx context.Context, req providers.Request) (providers
 	if req.Schema != nil {
 		if !json.Valid(req.Schema.JSON) {
 			// The SDK drops a body it cannot marshal without saying so.
-			return providers.Response{}, &providers.Error{Class: providers.ClassBadRequest, Message: fmt.Sprintf("schema %q is not valid JSON", req.Schema.Name)}
+			return nil, &providers.Error{Class: providers.ClassBadRequest, Message: fmt.Sprintf("schema %q is not valid JSON", req.Schema.Name)}
 		}
 		config.ResponseMIMEType = "application/json"
 		config.ResponseJsonSchema = req.Schema.JSON
@@ -116,18 +116,18 @@ func (c *Client) Complete(ctx context.Context, req providers.Request) (providers
 	if req.WebSearch {
 		config.Tools = []*genai.Tool{{GoogleSearch: &genai.GoogleSearch{}}}
 	}
-	if err := addTools(config, req); err != nil {
-		return providers.Response{}, err
+	if err := addTools(config, *req); err != nil {
+		return nil, err
 	}
 
 	out, err := c.genai.Models.GenerateContent(ctx, req.Model, contents, config)
 	latency := time.Since(start)
 	if err != nil {
-		return providers.Response{Latency: latency}, c.mapError(ctx, err)
+		return &providers.Response{Latency: latency}, c.mapError(ctx, err)
 	}
 	resp, err := c.response(out, req.Schema != nil)
 	resp.Latency = latency
-	return resp, err
+	return &resp, err
 }
 
 // buildContents turns the messages into Gemini contents and the system

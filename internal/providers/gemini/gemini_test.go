@@ -276,8 +276,8 @@ func rpcStatus(status int) string {
 
 func TestContract(t *testing.T) { contract.Run(t, newFixture(t)) }
 
-func ask(text string) providers.Request {
-	return providers.Request{Model: "gemini-2.5-flash", Messages: []providers.Message{{Role: providers.RoleUser, Content: text}}}
+func ask(text string) *providers.Request {
+	return &providers.Request{Model: "gemini-2.5-flash", Messages: []providers.Message{{Role: providers.RoleUser, Content: text}}}
 }
 
 // get walks a decoded JSON value: keys for objects, ints for arrays.
@@ -385,7 +385,7 @@ func TestRequestShape(t *testing.T) {
 		},
 		MaxOutputTokens: 256,
 	}
-	resp, err := f.client(t).Complete(t.Context(), req)
+	resp, err := f.client(t).Complete(t.Context(), &req)
 	if err != nil {
 		t.Fatalf("Complete: %v", err)
 	}

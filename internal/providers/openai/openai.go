@@ -68,20 +68,20 @@ func New(cfg Config) *Client {
 }
 
 // Complete runs one call through POST /responses.
-func (c *Client) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
+func (c *Client) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 	start := time.Now()
-	params, err := buildParams(req)
+	params, err := buildParams(*req)
 	if err != nil {
-		return providers.Response{}, err
+		return nil, err
 	}
 	var raw *http.Response
 	res, err := c.svc.New(ctx, params, option.WithResponseInto(&raw))
 	if err != nil {
-		return providers.Response{}, ClassifyError(ctx, err, raw, c.key)
+		return nil, ClassifyError(ctx, err, raw, c.key)
 	}
 	out, err := parseResponse(res, req.Schema != nil)
 	out.Latency = time.Since(start)
-	return out, err
+	return &out, err
 }
 
 func badRequest(format string, args ...any) error {

@@ -136,8 +136,8 @@ func response(status string, incomplete, failure map[string]any, output []any, u
 	}
 }
 
-func ask(text string) providers.Request {
-	return providers.Request{Model: "gpt-test", Messages: []providers.Message{{Role: providers.RoleUser, Content: text}}}
+func ask(text string) *providers.Request {
+	return &providers.Request{Model: "gpt-test", Messages: []providers.Message{{Role: providers.RoleUser, Content: text}}}
 }
 
 func TestContract(t *testing.T) { contract.Run(t, newUpstream(t)) }
@@ -208,7 +208,7 @@ func TestRequestShapeAndStructuredOutput(t *testing.T) {
 		Schema:          &providers.Schema{Name: "synthesis", JSON: json.RawMessage(schema)},
 		MaxOutputTokens: 256,
 	}
-	resp, err := u.Provider(t).Complete(context.Background(), req)
+	resp, err := u.Provider(t).Complete(context.Background(), &req)
 	if err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
@@ -270,7 +270,7 @@ func TestAttachmentsAreNative(t *testing.T) {
 			{Name: "notes.txt", MediaType: "text/plain; charset=utf-8", Data: []byte("the notes")},
 		},
 	}
-	if _, err := u.Provider(t).Complete(context.Background(), req); err != nil {
+	if _, err := u.Provider(t).Complete(context.Background(), &req); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	input, _ := u.Last(t).Body["input"].([]any)

@@ -66,23 +66,23 @@ func New(cfg Config) *Client {
 
 // Complete runs one call. WebSearch is ignored: the protocol has no portable
 // web search, so no citations come back.
-func (c *Client) Complete(ctx context.Context, req providers.Request) (providers.Response, error) {
+func (c *Client) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 	if c.err != nil {
-		return providers.Response{}, c.err
+		return nil, c.err
 	}
 	start := time.Now()
-	params, err := buildParams(req)
+	params, err := buildParams(*req)
 	if err != nil {
-		return providers.Response{}, err
+		return nil, err
 	}
 	var raw *http.Response
 	res, err := c.svc.New(ctx, params, option.WithResponseInto(&raw))
 	if err != nil {
-		return providers.Response{}, openai.ClassifyError(ctx, err, raw, c.key)
+		return nil, openai.ClassifyError(ctx, err, raw, c.key)
 	}
 	out, err := parseResponse(res, req.Schema != nil, c.key)
 	out.Latency = time.Since(start)
-	return out, err
+	return &out, err
 }
 
 func badRequest(format string, args ...any) error {

@@ -134,8 +134,8 @@ func completion(content string, refusal any, finish string, usage events.Usage) 
 	}
 }
 
-func ask(text string) providers.Request {
-	return providers.Request{Model: "mistral-small-latest", Messages: []providers.Message{{Role: providers.RoleUser, Content: text}}}
+func ask(text string) *providers.Request {
+	return &providers.Request{Model: "mistral-small-latest", Messages: []providers.Message{{Role: providers.RoleUser, Content: text}}}
 }
 
 func jsonEqual(t *testing.T, got any, want string) bool {
@@ -231,7 +231,7 @@ func TestRequestShapeAndStructuredOutput(t *testing.T) {
 		Schema:          &providers.Schema{Name: "synthesis", JSON: json.RawMessage(schema)},
 		MaxOutputTokens: 256,
 	}
-	resp, err := u.Provider(t).Complete(context.Background(), req)
+	resp, err := u.Provider(t).Complete(context.Background(), &req)
 	if err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
@@ -291,7 +291,7 @@ func TestAttachments(t *testing.T) {
 			{Name: "notes.md", MediaType: "text/markdown", Data: []byte("# the notes")},
 		},
 	}
-	if _, err := u.Provider(t).Complete(context.Background(), req); err != nil {
+	if _, err := u.Provider(t).Complete(context.Background(), &req); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	got := u.Last(t)

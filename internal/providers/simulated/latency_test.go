@@ -44,7 +44,7 @@ func TestLatencyEndsWithTheCallsContext(t *testing.T) {
 					time.AfterFunc(tc.cancelAt, cancel)
 				}
 				start := time.Now()
-				resp, err := New("provider_a", tc.latency).Complete(ctx, req)
+				resp, err := New("provider_a", tc.latency).Complete(ctx, &req)
 				if took := time.Since(start); took != tc.wantTook {
 					t.Errorf("returned after %v, want %v", took, tc.wantTook)
 				}

@@ -21,7 +21,7 @@ const toolResultMark = "tool result (call id"
 // tool (the first offered, for required). With tool_choice none, or once a
 // result is in the prompt, it proposes nothing. The same prompt and tools
 // always give the same calls.
-func proposeToolCalls(provider string, req providers.Request, prompt string) []events.ToolCall {
+func proposeToolCalls(provider string, req *providers.Request, prompt string) []events.ToolCall {
 	if len(req.Tools) == 0 || req.ToolChoice == events.ToolChoiceNone || strings.Contains(strings.ToLower(prompt), toolResultMark) {
 		return nil
 	}
