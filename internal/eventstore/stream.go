@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/crosscheck/crosscheck/internal/events"
@@ -126,44 +127,6 @@ func (st *Stream) Ordered(ctx context.Context, filters []string, after uint64, b
 	return &Consumption{cc: cc}, nil
 }
 
-// Job is one delivery of a durable consumer's message: it is handled once
-// acknowledged, and delivered again when it is not, or not in time.
-type Job struct{ msg jetstream.Msg }
-
-// Message returns the delivered message.
-func (j *Job) Message() Message {
-	m := Message{Subject: j.msg.Subject(), Data: j.msg.Data()}
-	if meta, err := j.msg.Metadata(); err == nil {
-		m.Seq = meta.Sequence.Stream
-	}
-	return m
-}
-
-// Delivered is the number of times the message was delivered, this one
-// included.
-func (j *Job) Delivered() int {
-	meta, err := j.msg.Metadata()
-	if err != nil {
-		return 1
-	}
-	return int(meta.NumDelivered)
-}
-
-// Ack says the message is handled.
-func (j *Job) Ack() { _ = j.msg.Ack() }
-
-// Nak hands the message back for redelivery at once.
-func (j *Job) Nak() { _ = j.msg.Nak() }
-
-// NakWithDelay hands the message back for redelivery after d.
-func (j *Job) NakWithDelay(d time.Duration) { _ = j.msg.NakWithDelay(d) }
-
-// Term says the message must never be delivered again.
-func (j *Job) Term() { _ = j.msg.Term() }
-
-// InProgress restarts the wait for the acknowledgement.
-func (j *Job) InProgress() { _ = j.msg.InProgress() }
-
 // JobsConfig configures the workers' durable consumer.
 type JobsConfig struct {
 	// AckWait is how long a job may go without an acknowledgement or an
@@ -174,7 +137,10 @@ type JobsConfig struct {
 }
 
 // Jobs is the workers' durable pull consumer of submitted queries.
-type Jobs struct{ cons jetstream.Consumer }
+type Jobs struct {
+	cons jetstream.Consumer
+	nc   *nats.Conn
+}
 
 // Jobs creates or updates the workers' durable consumer, ConsumerJobs, on
 // the submitted events of QUERIES. MaxAckPending is unbounded: each worker
@@ -192,7 +158,7 @@ func (s *Store) Jobs(ctx context.Context, cfg JobsConfig) (*Jobs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", ConsumerJobs, classify("create", err))
 	}
-	return &Jobs{cons: cons}, nil
+	return &Jobs{cons: cons, nc: s.nc}, nil
 }
 
 // Fetch pulls up to n jobs and calls each with every one as it arrives,
@@ -203,7 +169,7 @@ func (j *Jobs) Fetch(ctx context.Context, n int, each func(*Job)) error {
 		return classify("fetch "+ConsumerJobs, err)
 	}
 	for msg := range batch.Messages() {
-		each(&Job{msg: msg})
+		each(newJob(j.nc, msg))
 	}
 	if err := batch.Error(); err != nil {
 		return classify("fetch "+ConsumerJobs, err)
@@ -228,7 +194,7 @@ func (s *Store) ConsumeExhausted(ctx context.Context, handle func(*Job)) (*Consu
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", ConsumerExhausted, classify("create", err))
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { handle(&Job{msg: m}) })
+	cc, err := cons.Consume(func(m jetstream.Msg) { handle(newJob(s.nc, m)) })
 	if err != nil {
 		return nil, fmt.Errorf("consume %s: %w", ConsumerExhausted, classify("consume", err))
 	}

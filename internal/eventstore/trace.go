@@ -61,10 +61,14 @@ func injectTrace(ctx context.Context, h nats.Header) {
 // TraceContext returns ctx carrying the trace context the job's message
 // was appended under (the span of the request that submitted the query),
 // so the worker's spans continue that trace; ctx as it is when the message
-// carries none. A redelivered job carries the same headers, so every run of
+// carries none or the job was released. A redelivered job carries the same headers, so every run of
 // a query continues the same trace.
 func (j *Job) TraceContext(ctx context.Context) context.Context {
-	h := j.msg.Headers()
+	msg := j.message()
+	if msg == nil {
+		return ctx
+	}
+	h := msg.Headers()
 	if len(h) == 0 {
 		return ctx
 	}
@@ -73,9 +77,13 @@ func (j *Job) TraceContext(ctx context.Context) context.Context {
 
 // Stored is when JetStream stored the job's message: for a submitted event,
 // when the query was accepted. The zero time when the delivery carries no
-// metadata.
+// metadata or the job was released.
 func (j *Job) Stored() time.Time {
-	meta, err := j.msg.Metadata()
+	msg := j.message()
+	if msg == nil {
+		return time.Time{}
+	}
+	meta, err := msg.Metadata()
 	if err != nil {
 		return time.Time{}
 	}

@@ -234,15 +234,20 @@ func sleep(ctx context.Context, d time.Duration) {
 
 func (w *Worker) handle(ctx context.Context, msg *eventstore.Job) {
 	id := events.AggregateID(msg.Message().Subject)
+	first := firstDelivery(msg)
 	stop := keepAlive(msg, max(w.AckWait/3, 100*time.Millisecond))
 	defer stop()
 	ctx, a, end := startJob(ctx, msg, id)
+	// What the run needs of the message is read: the job holds on to it
+	// only to acknowledge it, not to its data and headers for as long as
+	// the query runs.
+	msg.Release()
 	// A cancel request ends runCtx (watchCancels); registered before the
 	// run loads the query, so no request falls between the two.
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
 	defer w.running.add(id, cancelRun)()
-	err := w.runSafely(runCtx, id, firstDelivery(msg), nil, a)
+	err := w.runSafely(runCtx, id, first, nil, a)
 	if err != nil && ctx.Err() == nil && (errors.Is(err, errYield) || errors.Is(context.Cause(runCtx), errCancelRequested)) {
 		err = w.endIfCancelled(ctx, id, err, a)
 	}
