@@ -117,7 +117,7 @@ func (e *Estimator) Estimate(mode, prompt string, selected []events.ModelRef, fi
 			model, _ := e.Catalog.Model(m.Provider, m.ModelID)
 			in := framingTokens + step.Context + int(step.Answers*(answerLen+perAnswerHeadingTok))
 			if step.Instructions != "" {
-				in += tokens.count(model.Tokenizer, step.Instructions)
+				in += instructionTokens(model.Tokenizer, step.Instructions)
 			}
 			if step.Prompt {
 				in += tokens.count(model.Tokenizer, prompt)
@@ -239,6 +239,40 @@ func (c counter) count(encoding, text string) int {
 		n = countTokens(encoding, text)
 		c[k] = n
 	}
+	return n
+}
+
+// instructionCounts remembers the token counts of the plans' instructions by
+// encoding and text: the same few texts in every estimate, counted once per
+// process. It keeps at most maxInstructionCounts.
+var instructionCounts struct {
+	sync.Mutex
+	n map[[2]string]int
+}
+
+// maxInstructionCounts bounds instructionCounts: the plans name a few
+// constant texts, so a count past the bound is made, not kept.
+const maxInstructionCounts = 256
+
+// instructionTokens is countTokens(encoding, text) for a step's
+// instructions, remembered for the process.
+func instructionTokens(encoding, text string) int {
+	k := [2]string{encoding, text}
+	instructionCounts.Lock()
+	n, ok := instructionCounts.n[k]
+	instructionCounts.Unlock()
+	if ok {
+		return n
+	}
+	n = countTokens(encoding, text)
+	instructionCounts.Lock()
+	if instructionCounts.n == nil {
+		instructionCounts.n = map[[2]string]int{}
+	}
+	if len(instructionCounts.n) < maxInstructionCounts {
+		instructionCounts.n[k] = n
+	}
+	instructionCounts.Unlock()
 	return n
 }
 

@@ -118,3 +118,31 @@ func BenchmarkEstimateVerify(b *testing.B) {
 		e.Estimate(events.ModeVerify, prompt, sel, nil)
 	}
 }
+
+// The instructions of a plan's steps are the same text in every estimate:
+// tiktoken counts each once per tokenizer in a process, and only the
+// prompt in each estimate after that.
+func TestEstimatesCountTheStepsInstructionsOnce(t *testing.T) {
+	const prompt = "how far is the moon"
+	est := estimator()
+	for _, mode := range []string{events.ModeJustify, events.ModeUnify} {
+		est.Estimate(mode, "first "+prompt, selected(t, 4), nil) // counts the instructions
+	}
+	var others []string
+	restore := pricing.ObserveEncode(func(piece string) {
+		if !strings.Contains(piece, prompt) {
+			others = append(others, piece)
+		}
+	})
+	defer restore()
+	for i := range 3 {
+		for _, mode := range []string{events.ModeJustify, events.ModeUnify} {
+			if e := est.Estimate(mode, fmt.Sprintf("%d %s", i, prompt), selected(t, 4), nil); e.Micros <= 0 {
+				t.Fatalf("estimate %d micro-credits", e.Micros)
+			}
+		}
+	}
+	if len(others) > 0 {
+		t.Errorf("tiktoken encoded %d pieces of text other than the prompts, want none (the instructions were counted before): %q", len(others), others)
+	}
+}
