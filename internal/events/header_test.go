@@ -90,3 +90,23 @@ func FuzzAggregateID(f *testing.F) {
 		}
 	})
 }
+
+// A long string whose first escape comes early is read whole, as
+// encoding/json reads it.
+func TestDecodeDataLongEscapedString(t *testing.T) {
+	answer := "first line\n" + strings.Repeat("a \"quoted\" <b> & ✓ \u2028 tab\t ", 80) + "\\end"
+	ev := ModelAnswered{Model: ModelRef{Provider: "provider_a", ModelID: "m"}, Answer: answer}
+	data, _ := jsonMarshal(ev)
+	got, err := decodeData("query.model_answered", data, registry["query.model_answered"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.(ModelAnswered).Answer != answer {
+		t.Fatalf("got %q", got.(ModelAnswered).Answer)
+	}
+	r := dataReader{b: data}
+	r.modelAnswered()
+	if r.end(); r.bad {
+		t.Fatal("the hand-written reader refused it")
+	}
+}
