@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/json"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -193,51 +194,59 @@ func (r *dataReader) str() string {
 	return ""
 }
 
-// unescape reads the rest of a string whose first escape is at j.
+// unescape reads the rest of a string whose first escape is at j. The
+// string ends at the first quote no backslash escapes, and its unescaped
+// form is never longer than its escaped bytes: it is built in one buffer of
+// that size, the runs between escapes copied whole.
 func (r *dataReader) unescape(j int) string {
-	out := make([]byte, 0, j-r.i+64)
-	out = append(out, r.b[r.i:j]...)
-	for j < len(r.b) {
-		c := r.b[j]
-		switch {
-		case c == '"':
-			if !utf8.Valid(out) {
-				r.bad = true
-				return ""
-			}
-			r.i = j + 1
-			return string(out)
-		case c < 0x20:
-			r.bad = true
-			return ""
-		case c != '\\':
-			out = append(out, c)
-			j++
-			continue
+	end := j
+	for end < len(r.b) && r.b[end] != '"' {
+		if r.b[end] == '\\' {
+			end++
 		}
-		if j+1 >= len(r.b) {
-			break
+		end++
+	}
+	if end >= len(r.b) {
+		r.bad = true
+		return ""
+	}
+	var out strings.Builder
+	out.Grow(end - r.i)
+	out.Write(r.b[r.i:j])
+	for j < end {
+		if c := r.b[j]; c != '\\' {
+			k := j
+			for k < end && r.b[k] != '\\' {
+				if r.b[k] < 0x20 {
+					r.bad = true
+					return ""
+				}
+				k++
+			}
+			out.Write(r.b[j:k])
+			j = k
+			continue
 		}
 		switch e := r.b[j+1]; e {
 		case '"', '\\', '/':
-			out = append(out, e)
+			out.WriteByte(e)
 		case 'b':
-			out = append(out, '\b')
+			out.WriteByte('\b')
 		case 'f':
-			out = append(out, '\f')
+			out.WriteByte('\f')
 		case 'n':
-			out = append(out, '\n')
+			out.WriteByte('\n')
 		case 'r':
-			out = append(out, '\r')
+			out.WriteByte('\r')
 		case 't':
-			out = append(out, '\t')
+			out.WriteByte('\t')
 		case 'u':
-			rn, ok := hex4(r.b[j+2:])
+			rn, ok := hex4(r.b[j+2 : end])
 			if !ok || utf16.IsSurrogate(rn) {
 				r.bad = true
 				return ""
 			}
-			out = utf8.AppendRune(out, rn)
+			out.WriteRune(rn)
 			j += 4
 		default:
 			r.bad = true
@@ -245,8 +254,13 @@ func (r *dataReader) unescape(j int) string {
 		}
 		j += 2
 	}
-	r.bad = true
-	return ""
+	v := out.String()
+	if !utf8.ValidString(v) {
+		r.bad = true
+		return ""
+	}
+	r.i = end + 1
+	return v
 }
 
 // hex4 reads the four hex digits of a \u escape.

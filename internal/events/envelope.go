@@ -101,18 +101,31 @@ func Wrap(aggregate, id string, ev Event, now time.Time) (Envelope, error) {
 // ev.<aggregate>.<id>.<name>, or of a subject below it (an account's ledger,
 // ev.account.<id>.ledger.<name>); "" for any other subject.
 func AggregateID(subject string) string {
-	parts := strings.SplitN(subject, ".", 4)
-	if len(parts) != 4 || parts[0] != "ev" {
+	rest, ok := strings.CutPrefix(subject, "ev.")
+	if !ok {
 		return ""
 	}
-	return parts[2]
+	_, rest, ok = strings.Cut(rest, ".")
+	if !ok {
+		return ""
+	}
+	id, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return ""
+	}
+	return id
 }
 
 var registry = map[string]func() Event{}
 
+// typeNames maps every registered type to itself: a decoded envelope's type
+// is the registered string, not a copy of its bytes.
+var typeNames = map[string]string{}
+
 func register(aggregate string, fns ...func() Event) {
 	for _, fn := range fns {
-		registry[aggregate+"."+fn().EventName()] = fn
+		typ := aggregate + "." + fn().EventName()
+		registry[typ], typeNames[typ] = fn, typ
 	}
 }
 
@@ -142,8 +155,13 @@ type typed struct {
 // data decoded into the event; anything else is decoded in full, the type
 // read first. The data of the query events is read without reflection (see
 // decodeData). Both give the same record, and an error for invalid JSON.
-func Decode(seq uint64, raw []byte) (Record, error) {
-	if env, data, ok := scanHeader(raw); ok {
+func Decode(seq uint64, raw []byte) (Record, error) { return DecodeStored(seq, "", raw) }
+
+// DecodeStored is Decode for an event stored at subject: when the
+// envelope's subject is the same, the record's envelope shares that string
+// instead of a copy.
+func DecodeStored(seq uint64, subject string, raw []byte) (Record, error) {
+	if env, data, ok := scanHeader(raw, subject); ok {
 		mk, known := registry[env.Type]
 		if !known {
 			return Record{}, fmt.Errorf("decode envelope at %d: unknown event type %q", seq, env.Type)
@@ -187,48 +205,63 @@ func decodeFull(seq uint64, raw []byte) (Record, error) {
 // "schema":N,"data":…}, every string plain ASCII without escapes. It
 // returns the header (Data left empty) and the bytes from the data to the
 // envelope's closing brace, not yet validated; ok is false for any other form, which the caller decodes in
-// full.
-func scanHeader(raw []byte) (env Envelope, data []byte, ok bool) {
+// full. The type, the source and the subject share the registered type,
+// Source and subject when they equal them, so only the id is copied.
+func scanHeader(raw []byte, subject string) (env Envelope, data []byte, ok bool) {
 	rest := raw
-	str := func(key string) (string, bool) {
+	str := func(key string) ([]byte, bool) {
 		if !bytes.HasPrefix(rest, []byte(key)) {
-			return "", false
+			return nil, false
 		}
 		rest = rest[len(key):]
 		end := bytes.IndexByte(rest, '"')
 		if end < 0 {
-			return "", false
+			return nil, false
 		}
 		for _, c := range rest[:end] {
 			if c == '\\' || c < 0x20 || c >= 0x80 {
-				return "", false
+				return nil, false
 			}
 		}
-		v := string(rest[:end])
+		v := rest[:end]
 		rest = rest[end+1:]
 		return v, true
 	}
-	var at string
-	if env.ID, ok = str(`{"id":"`); !ok {
+	var id, typ, source, subj, at []byte
+	if id, ok = str(`{"id":"`); !ok {
 		return
 	}
-	if env.Type, ok = str(`,"type":"`); !ok {
+	if typ, ok = str(`,"type":"`); !ok {
 		return
 	}
-	if env.Source, ok = str(`,"source":"`); !ok {
+	if source, ok = str(`,"source":"`); !ok {
 		return
 	}
-	if env.Subject, ok = str(`,"subject":"`); !ok {
+	if subj, ok = str(`,"subject":"`); !ok {
 		return
 	}
 	if at, ok = str(`,"time":"`); !ok {
 		return
 	}
-	t, err := time.Parse(time.RFC3339, at)
-	if err != nil {
-		return Envelope{}, nil, false
+	t, ok := parseUTC(at)
+	if !ok {
+		var err error
+		if t, err = time.Parse(time.RFC3339, string(at)); err != nil {
+			return Envelope{}, nil, false
+		}
 	}
-	env.Time = t
+	env.ID, env.Time = string(id), t
+	if env.Type, ok = typeNames[string(typ)]; !ok {
+		env.Type = string(typ)
+	}
+	env.Source = Source
+	if string(source) != Source {
+		env.Source = string(source)
+	}
+	env.Subject = subject
+	if string(subj) != subject {
+		env.Subject = string(subj)
+	}
 	const schema, dataKey = `,"schema":`, `,"data":`
 	if !bytes.HasPrefix(rest, []byte(schema)) {
 		return Envelope{}, nil, false
@@ -247,6 +280,50 @@ func scanHeader(raw []byte) (env Envelope, data []byte, ok bool) {
 		return Envelope{}, nil, false
 	}
 	return env, rest[len(dataKey) : len(rest)-1], true
+}
+
+// parseUTC reads a time in the form time.Time's MarshalJSON writes a UTC
+// time, 2006-01-02T15:04:05Z with an optional fraction of 1 to 9 digits,
+// without copying it into a string. It gives the time time.Parse gives with
+// time.RFC3339; ok is false for any other form and for a field out of
+// range, which the caller leaves to time.Parse.
+func parseUTC(b []byte) (t time.Time, ok bool) {
+	if len(b) < len("2006-01-02T15:04:05Z") || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' || b[len(b)-1] != 'Z' {
+		return time.Time{}, false
+	}
+	num := func(from, to int) int {
+		n := 0
+		for _, c := range b[from:to] {
+			if c < '0' || c > '9' {
+				return -1
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	year, month, day := num(0, 4), num(5, 7), num(8, 10)
+	hour, minute, sec := num(11, 13), num(14, 16), num(17, 19)
+	nsec := 0
+	switch frac := b[19 : len(b)-1]; {
+	case len(frac) == 0:
+	case len(frac) < 2 || len(frac) > 10 || frac[0] != '.':
+		return time.Time{}, false
+	default:
+		if nsec = num(20, len(b)-1); nsec < 0 {
+			return time.Time{}, false
+		}
+		for range 10 - len(frac) {
+			nsec *= 10
+		}
+	}
+	if year < 0 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 {
+		return time.Time{}, false
+	}
+	t = time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	if t.Day() != day {
+		return time.Time{}, false // past the end of its month
+	}
+	return t, true
 }
 
 // peekType finds the envelope's "type" without decoding the rest. Envelopes

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -54,7 +55,9 @@ type Message struct {
 }
 
 // Record decodes the message's event.
-func (m Message) Record() (events.Record, error) { return events.Decode(m.Seq, m.Data) }
+func (m Message) Record() (events.Record, error) {
+	return events.DecodeStored(m.Seq, m.Subject, m.Data)
+}
 
 // Message returns the message at seq, or ErrNotFound.
 func (st *Stream) Message(ctx context.Context, seq uint64) (Message, error) {
@@ -112,8 +115,11 @@ func (st *Stream) Ordered(ctx context.Context, filters []string, after uint64, b
 	}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
 		m := Message{Subject: msg.Subject(), Data: msg.Data()}
-		if meta, err := msg.Metadata(); err == nil {
-			m.Seq, m.Pending = meta.Sequence.Stream, meta.NumPending
+		var ok bool
+		if m.Seq, m.Pending, ok = ackSeqs(msg.Reply()); !ok {
+			if meta, err := msg.Metadata(); err == nil {
+				m.Seq, m.Pending = meta.Sequence.Stream, meta.NumPending
+			}
 		}
 		handle(m)
 	}, jetstream.PullMaxMessages(batch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -199,4 +205,59 @@ func (s *Store) ConsumeExhausted(ctx context.Context, handle func(*Job)) (*Consu
 		return nil, fmt.Errorf("consume %s: %w", ConsumerExhausted, classify("consume", err))
 	}
 	return &Consumption{cc: cc}, nil
+}
+
+// ackSeqs reads the stream sequence and the pending count from the reply
+// subject of a consumer's delivery, $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>
+// or, from newer servers, $JS.ACK.<domain>.<account>.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>[.<token>...],
+// as the client's Metadata does, without allocating. ok is false for any
+// other form (the caller asks Metadata) and for numbers that are not plain
+// decimal digits.
+func ackSeqs(reply string) (seq, pending uint64, ok bool) {
+	rest, found := strings.CutPrefix(reply, "$JS.ACK.")
+	if !found {
+		return 0, 0, false
+	}
+	var tokens [9]string // the tokens after $JS.ACK. up to the pending count
+	n := 0
+	for n < len(tokens) {
+		tokens[n], rest, found = strings.Cut(rest, ".")
+		n++
+		if !found {
+			break
+		}
+	}
+	// v1 has 7 tokens after $JS.ACK., v2 at least 9.
+	var seqTok, pendTok string
+	switch {
+	case n == 7 && !found:
+		seqTok, pendTok = tokens[3], tokens[6]
+	case n == 9:
+		seqTok, pendTok = tokens[5], tokens[8]
+	default:
+		return 0, 0, false
+	}
+	if seq, ok = decimal(seqTok); !ok {
+		return 0, 0, false
+	}
+	if pending, ok = decimal(pendTok); !ok {
+		return 0, 0, false
+	}
+	return seq, pending, true
+}
+
+// decimal reads a non-empty run of decimal digits that fits in a uint64.
+func decimal(s string) (uint64, bool) {
+	if s == "" || len(s) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
 }

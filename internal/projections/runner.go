@@ -195,10 +195,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		var pending uint64
 		take := func(d delivered) bool {
 			if !d.ok {
-				stuck = &d
+				// A copy, so that d itself stays off the heap.
+				s := d
+				stuck = &s
 				return false
 			}
-			recs, pending = append(recs, d.rec), d.msg.Pending
+			recs, pending = append(recs, d.rec), d.pending
 			return true
 		}
 		// An applied batch whose checkpoint is not written yet is
@@ -261,7 +263,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			// bytes) is never skipped: the read model would silently
 			// diverge. The projection stops here until a build that reads
 			// it runs.
-			r.Log.Error().Str("consumer", r.Name).Str("subject", stuck.msg.Subject).
+			r.Log.Error().Str("consumer", r.Name).Str("subject", stuck.rec.Envelope.Subject).
 				Msg("projection stopped at an event it cannot decode; run a build that knows it")
 			<-ctx.Done()
 			return nil
@@ -326,20 +328,22 @@ func Rewind(ctx context.Context, kv *eventstore.Bucket, name string) error {
 	return nil
 }
 
-// delivered is one message and its event; ok is false for a message whose
-// event could not be decoded, which is logged and left out.
+// delivered is one message's event and the messages pending after it; ok
+// is false for a message whose event could not be decoded, which is logged
+// and left out (its rec then holds only the message's sequence and
+// subject).
 type delivered struct {
-	msg eventstore.Message
-	rec events.Record
-	ok  bool
+	rec     events.Record
+	pending uint64
+	ok      bool
 }
 
 func (r *Runner) decode(msg eventstore.Message, before uint64) delivered {
 	rec, err := msg.Record()
 	if err != nil {
 		r.Log.Error().Err(err).Str("consumer", r.Name).Uint64("seq", msg.Seq).Msg("projection: undecodable event")
-		return delivered{msg: msg}
+		return delivered{rec: events.Record{Seq: msg.Seq, Envelope: events.Envelope{Subject: msg.Subject}}, pending: msg.Pending}
 	}
 	rec.Replayed = rec.Seq <= before
-	return delivered{msg: msg, rec: rec, ok: true}
+	return delivered{rec: rec, pending: msg.Pending, ok: true}
 }
