@@ -243,12 +243,9 @@ func scanHeader(raw []byte, subject string) (env Envelope, data []byte, ok bool)
 	if at, ok = str(`,"time":"`); !ok {
 		return
 	}
-	t, ok := parseUTC(at)
-	if !ok {
-		var err error
-		if t, err = time.Parse(time.RFC3339, string(at)); err != nil {
-			return Envelope{}, nil, false
-		}
+	t, err := time.Parse(time.RFC3339, string(at))
+	if err != nil {
+		return Envelope{}, nil, false
 	}
 	env.ID, env.Time = string(id), t
 	if env.Type, ok = typeNames[string(typ)]; !ok {
@@ -280,50 +277,6 @@ func scanHeader(raw []byte, subject string) (env Envelope, data []byte, ok bool)
 		return Envelope{}, nil, false
 	}
 	return env, rest[len(dataKey) : len(rest)-1], true
-}
-
-// parseUTC reads a time in the form time.Time's MarshalJSON writes a UTC
-// time, 2006-01-02T15:04:05Z with an optional fraction of 1 to 9 digits,
-// without copying it into a string. It gives the time time.Parse gives with
-// time.RFC3339; ok is false for any other form and for a field out of
-// range, which the caller leaves to time.Parse.
-func parseUTC(b []byte) (t time.Time, ok bool) {
-	if len(b) < len("2006-01-02T15:04:05Z") || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' || b[len(b)-1] != 'Z' {
-		return time.Time{}, false
-	}
-	num := func(from, to int) int {
-		n := 0
-		for _, c := range b[from:to] {
-			if c < '0' || c > '9' {
-				return -1
-			}
-			n = n*10 + int(c-'0')
-		}
-		return n
-	}
-	year, month, day := num(0, 4), num(5, 7), num(8, 10)
-	hour, minute, sec := num(11, 13), num(14, 16), num(17, 19)
-	nsec := 0
-	switch frac := b[19 : len(b)-1]; {
-	case len(frac) == 0:
-	case len(frac) < 2 || len(frac) > 10 || frac[0] != '.':
-		return time.Time{}, false
-	default:
-		if nsec = num(20, len(b)-1); nsec < 0 {
-			return time.Time{}, false
-		}
-		for range 10 - len(frac) {
-			nsec *= 10
-		}
-	}
-	if year < 0 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 {
-		return time.Time{}, false
-	}
-	t = time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
-	if t.Day() != day {
-		return time.Time{}, false // past the end of its month
-	}
-	return t, true
 }
 
 // peekType finds the envelope's "type" without decoding the rest. Envelopes
