@@ -95,7 +95,7 @@ func TestChatCompletionInEachMode(t *testing.T) {
 			in, out := h.chargedUsage(got.ID)
 			must(t, got.Usage.PromptTokens == int64(in) && got.Usage.CompletionTokens == int64(out) && got.Usage.TotalTokens == int64(in+out) && in > 0,
 				"usage %+v, the query was billed on %d + %d tokens", got.Usage, in, out)
-			must(t, h.countEvents(got.ID, "credits_settled") == 1, "the query was not settled once")
+			must(t, h.countSettlements(got.ID) == 1, "the query was not settled once")
 			ext := got.JSON.ExtraFields["crosscheck"].Raw()
 			must(t, strings.Contains(ext, `"request_id":"`+got.ID+`"`) && strings.Contains(ext, `"models":[`), "crosscheck extension: %s", ext)
 			if model == "svc-verify" {

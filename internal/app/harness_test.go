@@ -381,6 +381,17 @@ func (h *harness) countEvents(id, name string) int {
 	return n
 }
 
+// countSettlements counts the settlements of query id in the ledger.
+func (h *harness) countSettlements(id string) int {
+	n := 0
+	for _, r := range h.streamRecords("ACCOUNTS") {
+		if s, ok := r.Event.(events.ChargesSettled); ok && s.RequestID == id {
+			n++
+		}
+	}
+	return n
+}
+
 func jsonPath(v any, path ...any) any {
 	for _, p := range path {
 		switch k := p.(type) {

@@ -42,10 +42,12 @@ type charge struct {
 	cost, amount, writeOff int64
 }
 
-// settlement is how a query's reservation was closed.
+// settlement is how a query's reservation was closed, and the ending it
+// recorded (nil when it recorded none).
 type settlement struct {
 	charged int64
 	reason  string
+	ending  *events.QueryEnding
 }
 
 type queryMoney struct {
@@ -133,7 +135,7 @@ func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 						rep.problem("query %s, call %s: cost %d is not its tokens at its price", e.RequestID, c.CallID, c.CostMicros)
 					}
 				}
-				m.settled = &settlement{charged: e.ChargedMicros, reason: e.Reason}
+				m.settled = &settlement{charged: e.ChargedMicros, reason: e.Reason, ending: e.Ending}
 			case events.CreditsReleased:
 				if m := q(e.RequestID); m.settled == nil {
 					m.settled = &settlement{charged: e.ChargedMicros, reason: e.Reason}
@@ -221,8 +223,11 @@ func checkQuery(ctx context.Context, store *eventstore.Store, rep *Report, req s
 			rep.problem("query %s: debit for call %s, which the query did not record", req, id)
 		}
 	}
-	if q.Settled != nil && q.Settled.ChargedMicros != m.sum {
-		rep.problem("query %s: the query records a charge of %s credits, its debits sum to %s", req, events.FormatCredits(q.Settled.ChargedMicros), events.FormatCredits(m.sum))
+	if q.ChargedMicros != nil && *q.ChargedMicros != m.sum {
+		rep.problem("query %s: the query records a charge of %s credits, its debits sum to %s", req, events.FormatCredits(*q.ChargedMicros), events.FormatCredits(m.sum))
+	}
+	if m.settled != nil && m.settled.ending != nil && q.Terminal() && (q.Status != m.settled.ending.Status || q.FailureCode != m.settled.ending.Code) {
+		rep.problem("query %s: ended %s %s, but its settlement records the ending %s %s", req, q.Status, q.FailureCode, m.settled.ending.Status, m.settled.ending.Code)
 	}
 	if q.Terminal() && m.settled == nil {
 		rep.problem("query %s: ended but its reservation was never released", req)

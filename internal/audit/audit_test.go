@@ -54,15 +54,15 @@ func (f *fixture) answered(n int) events.ModelAnswered {
 	return events.ModelAnswered{Model: model, Answer: "a", Usage: u, CostMicros: f.led.Estimator.Cost(model, u)}
 }
 
-// settle runs a query's settlement as the worker does: the ledger's, then
-// the query's own and its ending.
+// settle runs a query's settlement as the worker does: the ledger's, with
+// the query's ending, then the query's terminal event with its charge.
 func (f *fixture) settle(acct, id string, q *events.Query) {
 	f.t.Helper()
-	charged, err := f.led.Settle(f.ctx, acct, id, q.Calls, "settled")
+	s, err := f.led.Settle(f.ctx, acct, id, q.Calls, events.EndingOf(events.QueryCompleted{}))
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	f.query(id, events.CreditsSettled{ChargedMicros: charged}, events.QueryCompleted{})
+	f.query(id, events.WithCharge(events.QueryCompleted{}, s.ChargedMicros))
 }
 
 // audit projects the balances read model and audits the store.
@@ -201,9 +201,47 @@ func TestAuditCatchesATamperedSettlement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.query(forged, events.CreditsSettled{ChargedMicros: charged}, events.QueryCompleted{})
+	f.query(forged, events.WithCharge(events.QueryCompleted{}, charged))
 	rep := f.audit()
 	if out := f.report(rep); rep.OK() || !strings.Contains(out, forged+": debit of call "+c.ID+" does not match") || strings.Contains(out, honest) {
 		t.Fatalf("the audit of a settlement that disagrees with its query:\n%s", out)
+	}
+}
+
+// A query whose terminal event disagrees with its settlement, in its charge
+// or in its ending (a process that appended another ending than it
+// settled): the audit names each, and only those queries.
+func TestAuditCatchesATerminalEventThatDisagreesWithItsSettlement(t *testing.T) {
+	f := newFixture(t)
+	view, err := f.led.Accounts.CreateAccount(f.ctx, "disagreeing", events.PlanFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	honest, overcharged, otherEnding := "req_01M8000000000000000000000H", "req_01M8000000000000000000000C", "req_01M8000000000000000000000E"
+	for _, id := range []string{honest, overcharged, otherEnding} {
+		if err := f.led.Reserve(f.ctx, acct, id, events.MicrosPerCredit, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := f.query(honest, events.QuerySubmitted{RequestID: honest, AccountID: acct, Mode: "unify", Prompt: "p", Models: []events.ModelRef{model}}, f.answered(40))
+	f.settle(acct, honest, q)
+	q = f.query(overcharged, events.QuerySubmitted{RequestID: overcharged, AccountID: acct, Mode: "unify", Prompt: "p", Models: []events.ModelRef{model}}, f.answered(40))
+	s, err := f.led.Settle(f.ctx, acct, overcharged, q.Calls, events.EndingOf(events.QueryCompleted{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.query(overcharged, events.WithCharge(events.QueryCompleted{}, s.ChargedMicros+1))
+	q = f.query(otherEnding, events.QuerySubmitted{RequestID: otherEnding, AccountID: acct, Mode: "unify", Prompt: "p", Models: []events.ModelRef{model}}, f.answered(40))
+	s, err = f.led.Settle(f.ctx, acct, otherEnding, q.Calls, events.EndingOf(events.Cancelled()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.query(otherEnding, events.WithCharge(events.QueryCompleted{}, s.ChargedMicros))
+	rep := f.audit()
+	out := f.report(rep)
+	if len(rep.Problems) != 2 || !strings.Contains(out, overcharged+": the query records a charge of") ||
+		!strings.Contains(out, otherEnding+": ended completed , but its settlement records the ending failed cancelled") || strings.Contains(out, honest) {
+		t.Fatalf("the audit of terminal events that disagree with their settlements:\n%s", out)
 	}
 }

@@ -44,7 +44,7 @@ var dataDecoders = map[string]func(*dataReader) Event{
 	"query.synthesized":     func(r *dataReader) Event { return r.synthesized() },
 	"query.credits_settled": func(r *dataReader) Event { return r.creditsSettled() },
 	"query.attempt_failed":  func(r *dataReader) Event { return r.attemptFailed() },
-	"query.completed":       func(r *dataReader) Event { r.empty(); return QueryCompleted{} },
+	"query.completed":       func(r *dataReader) Event { return r.queryCompleted() },
 	"query.failed":          func(r *dataReader) Event { return r.queryFailed() },
 }
 
@@ -317,6 +317,12 @@ func (r *dataReader) int64() int64 {
 		return -v
 	}
 	return v
+}
+
+// int64Ptr reads an integer into a new variable.
+func (r *dataReader) int64Ptr() *int64 {
+	n := r.int64()
+	return &n
 }
 
 func (r *dataReader) int() int {
@@ -623,7 +629,7 @@ func (r *dataReader) creditsSettled() (e CreditsSettled) {
 			e.ChargedMicros = r.int64()
 		case 1:
 			f := r.queryFailed()
-			e.Failed = &f
+			e.Failed = &Failure{Code: f.Code, Message: f.Message}
 		}
 	})
 	return e
@@ -645,7 +651,7 @@ func (r *dataReader) attemptFailed() (e AttemptFailed) {
 	return e
 }
 
-var queryFailedKeys = []string{"code", "message"}
+var queryFailedKeys = []string{"code", "message", "charged_micros"}
 
 func (r *dataReader) queryFailed() (e QueryFailed) {
 	r.fields(queryFailedKeys, func(k int) {
@@ -654,7 +660,16 @@ func (r *dataReader) queryFailed() (e QueryFailed) {
 			e.Code = r.str()
 		case 1:
 			e.Message = r.str()
+		case 2:
+			e.ChargedMicros = r.int64Ptr()
 		}
 	})
+	return e
+}
+
+var queryCompletedKeys = []string{"charged_micros"}
+
+func (r *dataReader) queryCompleted() (e QueryCompleted) {
+	r.fields(queryCompletedKeys, func(int) { e.ChargedMicros = r.int64Ptr() })
 	return e
 }

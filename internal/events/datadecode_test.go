@@ -30,10 +30,13 @@ func dataSamples() []Event {
 			Usage: Usage{1, 2}, LatencyMS: 3, CostMicros: 4},
 		Synthesized{Answer: Answer{Conflicts: []Conflict{}}},
 		CreditsSettled{ChargedMicros: 42},
-		CreditsSettled{ChargedMicros: 0, Failed: &QueryFailed{Code: "provider_error", Message: "all failed"}},
+		CreditsSettled{ChargedMicros: 0, Failed: &Failure{Code: "provider_error", Message: "all failed"}},
 		AttemptFailed{Attempt: 3, Message: "panic", RetryInMS: 1000},
 		QueryCompleted{},
 		QueryFailed{Code: "timeout", Message: "took too long"},
+		WithCharge(QueryCompleted{}, 1_234_567),
+		WithCharge(QueryCompleted{}, 0),
+		WithCharge(QueryFailed{Code: "cancelled", Message: "stopped"}, 42),
 	}
 	types := Types()
 	slices.Sort(types)

@@ -123,6 +123,12 @@ type ChargesSettled struct {
 	ChargedMicros  int64         `json:"charged_micros"`
 	ReleasedMicros int64         `json:"released_micros"`
 	Reason         string        `json:"reason"`
+	// Ending is how the query ends, decided before it was settled: the
+	// query's terminal event, appended after the settlement, says the same,
+	// and a run of the query resumed after the settlement appends it without
+	// running anything again. Nil in settlements of builds that recorded the
+	// ending on the query (credits_settled).
+	Ending *QueryEnding `json:"ending,omitempty"`
 	LedgerLink
 }
 

@@ -179,7 +179,8 @@ type ModelRetried struct {
 	RetryInMS      int64    `json:"retry_in_ms"`
 }
 
-// ProgressReported marks a stage change that no other event marks.
+// ProgressReported marks a stage change that no other event marks (see
+// AggregatingAfterAnswers for one that the events before mark).
 type ProgressReported struct {
 	Stage   string `json:"stage"`
 	Percent int    `json:"progress_percent"`
@@ -198,19 +199,26 @@ type Synthesized struct {
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
-// CreditsSettled records what the query was charged (the sum of its calls'
-// debits in the account's ledger, taken before its reservation is released)
-// and how it ends: Failed is its failure, nil when it completes. A job resumed
-// after this event appends that ending and runs nothing again.
+// CreditsSettled records what the query was charged and how it ends:
+// Failed is its failure, nil when it completes. Builds before the terminal
+// event carried the charge appended it between the settlement and the
+// terminal event; a job resumed after it appends that ending and runs
+// nothing again. It is read, never written, now.
 type CreditsSettled struct {
-	ChargedMicros int64        `json:"charged_micros"`
-	Failed        *QueryFailed `json:"failed,omitempty"`
+	ChargedMicros int64    `json:"charged_micros"`
+	Failed        *Failure `json:"failed,omitempty"`
+}
+
+// Failure is how a query failed, as a credits_settled recorded it.
+type Failure struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // Terminal is the terminal event the settlement decided.
 func (s CreditsSettled) Terminal() Event {
 	if s.Failed != nil {
-		return *s.Failed
+		return QueryFailed{Code: s.Failed.Code, Message: s.Failed.Message}
 	}
 	return QueryCompleted{}
 }
@@ -230,12 +238,61 @@ type AttemptFailed struct {
 }
 
 // QueryCompleted is the terminal event of a query that succeeded.
-type QueryCompleted struct{}
+type QueryCompleted struct {
+	// ChargedMicros is what the query was charged: the charge of its
+	// settlement in the account's ledger, which comes before this event.
+	// Nil in events of builds whose credits_settled carried the charge.
+	ChargedMicros *int64 `json:"charged_micros,omitempty"`
+}
 
 // QueryFailed is the terminal event of a query that failed.
 type QueryFailed struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// ChargedMicros is as QueryCompleted's.
+	ChargedMicros *int64 `json:"charged_micros,omitempty"`
+}
+
+// WithCharge returns the terminal event ev carrying the query's charge.
+func WithCharge(ev Event, micros int64) Event {
+	switch e := ev.(type) {
+	case QueryCompleted:
+		e.ChargedMicros = &micros
+		return e
+	case QueryFailed:
+		e.ChargedMicros = &micros
+		return e
+	}
+	return ev
+}
+
+// QueryEnding is how a query ends, as its settlement records it: the
+// query's terminal event, decided before the settlement and appended after
+// it. Code and Message are the failure's.
+type QueryEnding struct {
+	Status  string `json:"status"` // completed or failed
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// EndingOf returns the ending that the terminal event ev makes; nil when ev
+// is not a terminal event.
+func EndingOf(ev Event) *QueryEnding {
+	switch e := ev.(type) {
+	case QueryCompleted:
+		return &QueryEnding{Status: StatusCompleted}
+	case QueryFailed:
+		return &QueryEnding{Status: StatusFailed, Code: e.Code, Message: e.Message}
+	}
+	return nil
+}
+
+// Terminal returns the terminal event of the ending, without a charge.
+func (e QueryEnding) Terminal() Event {
+	if e.Status == StatusFailed {
+		return QueryFailed{Code: e.Code, Message: e.Message}
+	}
+	return QueryCompleted{}
 }
 
 func (QuerySubmitted) EventName() string   { return "submitted" }
@@ -291,8 +348,13 @@ type Query struct {
 	FailureCode  string
 	// Calls are the model calls that reported usage, identified by the id of
 	// the event that recorded them: what the ledger charges.
-	Calls   []Call
+	Calls []Call
+	// Settled is the query's credits_settled, in queries of builds that
+	// appended one.
 	Settled *CreditsSettled
+	// ChargedMicros is what the query was charged, as its terminal event
+	// (or its credits_settled) records it; nil before.
+	ChargedMicros *int64
 	// FailedAttempts counts the attempt_failed events.
 	FailedAttempts int
 	// CancelRequested is whether the query's owner asked to stop it
@@ -354,20 +416,47 @@ func (q *Query) Apply(r Record) {
 		q.Synthesis = &e
 	case CreditsSettled:
 		q.Settled = &e
+		q.ChargedMicros = &e.ChargedMicros
 	case AttemptFailed:
 		q.FailedAttempts = e.Attempt
 	case QueryCancelRequested:
 		q.CancelRequested = true
 	case QueryCompleted:
 		q.Status = StatusCompleted
+		if e.ChargedMicros != nil {
+			q.ChargedMicros = e.ChargedMicros
+		}
 	case QueryFailed:
 		q.Status = StatusFailed
 		q.FailureCode = e.Code
+		if e.ChargedMicros != nil {
+			q.ChargedMicros = e.ChargedMicros
+		}
 	}
 }
 
 // Terminal reports whether the query has completed or failed.
 func (q *Query) Terminal() bool { return q.Status == StatusCompleted || q.Status == StatusFailed }
+
+// AggregatingAfterAnswers reports whether a query of mode, done of whose n
+// selected models have answered or failed, answered of them with an
+// answer, is in the aggregating stage with no event of its own marking it:
+// unify writes its one answer right after the models' answers, so the last
+// of them (answer or failure) starts that stage. Justify and verify have
+// steps in between, and a progress event marks their stages.
+func AggregatingAfterAnswers(mode string, n, done, answered int) bool {
+	return mode == ModeUnify && n > 0 && done == n && answered > 0
+}
+
+// Aggregating reports whether q's models' outcomes alone put it in the
+// aggregating stage (AggregatingAfterAnswers).
+func (q *Query) Aggregating() bool {
+	if q.Submitted == nil {
+		return false
+	}
+	n := len(q.Submitted.Models)
+	return AggregatingAfterAnswers(q.Submitted.Mode, n, n-len(q.Pending()), len(q.Answers))
+}
 
 // Pending returns the selected models that have neither answered nor failed, in
 // selection order.

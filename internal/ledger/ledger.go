@@ -130,13 +130,14 @@ func (s *Service) knowing(ctx context.Context, accountID, requestID string) acco
 }
 
 // Settle settles a query in one ledger event (events.ChargesSettled): it
-// charges every call of calls that was not charged before, each for the cost
-// the query recorded for it at the model's price, and returns the rest of
-// the reservation to the balance. It returns what the query was charged in
-// all. A query settled before is not settled again: its settlement's charge
-// is returned, read from the settlement's own subject. A query that holds no
-// reservation (accepted before credits were charged) is charged 0.
-func (s *Service) Settle(ctx context.Context, accountID, requestID string, calls []events.Call, reason string) (int64, error) {
+// charges every call of calls that was not charged before, each for the
+// cost the query recorded for it at the model's price, returns the rest of
+// the reservation to the balance, and records ending, how the query ends.
+// It returns the query's settlement: this one, or the one made before — a
+// query is settled once, and an earlier settlement's charge and ending
+// stand. A query that holds no reservation (accepted before credits were
+// charged) has no settlement: the zero value, a charge of 0.
+func (s *Service) Settle(ctx context.Context, accountID, requestID string, calls []events.Call, ending *events.QueryEnding) (events.ChargesSettled, error) {
 	items := make([]events.SettledCall, 0, len(calls))
 	for _, c := range calls {
 		item := events.SettledCall{CallID: c.ID, Step: c.Step, Model: c.Model, InputTokens: c.Usage.InputTokens, OutputTokens: c.Usage.OutputTokens, CostMicros: c.CostMicros}
@@ -149,31 +150,40 @@ func (s *Service) Settle(ctx context.Context, accountID, requestID string, calls
 	var settled *events.ChargesSettled
 	err := s.Accounts.Update(ctx, accountID, nil, s.knowing(ctx, accountID, requestID), func(a *events.Account) ([]events.Event, error) {
 		settled = nil // decided again after a conflict
-		ev := a.DecideSettle(requestID, items, reason)
+		ev := a.DecideSettle(requestID, items, "settled")
 		if ev == nil {
 			return nil, nil
 		}
 		e := ev.(events.ChargesSettled)
+		e.Ending = ending
 		settled = &e
-		return []events.Event{ev}, nil
+		return []events.Event{e}, nil
 	})
 	if err != nil {
-		return 0, err
+		return events.ChargesSettled{}, err
 	}
 	countSettled(settled)
 	if settled != nil {
-		return settled.ChargedMicros, nil
+		return *settled, nil
 	}
+	prev, err := s.Settlement(ctx, accountID, requestID)
+	if err != nil || prev == nil {
+		return events.ChargesSettled{}, err
+	}
+	return *prev, nil
+}
+
+// Settlement returns the settlement of a query, read from its own subject;
+// nil when the query is not settled.
+func (s *Service) Settlement(ctx context.Context, accountID, requestID string) (*events.ChargesSettled, error) {
 	prev, err := s.Accounts.Store.Last(ctx, s.Accounts.Store.Accounts, events.SettlementSubject(accountID, requestID))
-	if err != nil {
-		return 0, err
+	if err != nil || prev == nil {
+		return nil, err
 	}
-	if prev != nil {
-		if e, ok := prev.Event.(events.ChargesSettled); ok {
-			return e.ChargedMicros, nil
-		}
+	if e, ok := prev.Event.(events.ChargesSettled); ok {
+		return &e, nil
 	}
-	return 0, nil
+	return nil, nil
 }
 
 // Release settles a query: the unused part of its reservation returns to the

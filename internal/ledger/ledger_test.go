@@ -29,6 +29,9 @@ func process(store *eventstore.Store) *ledger.Service {
 
 var model = events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}
 
+// completed is the ending of a query that completes.
+var completed = events.EndingOf(events.QueryCompleted{})
+
 // call is a model call of cost micros as the query records it.
 func call(id string, cost int64) events.Call {
 	return events.Call{ID: id, Step: "model_answered", Model: model, Usage: events.Usage{InputTokens: 1, OutputTokens: 1}, CostMicros: cost}
@@ -98,7 +101,7 @@ func TestManyProcessesOnOneSmallBalance(t *testing.T) {
 				admitted[id] = true
 				mu.Unlock()
 				// Each query costs more than it reserved: the rest comes from the balance.
-				if _, err := l.Settle(ctx, acct, id, []events.Call{call(id+"a", 700_000), call(id+"b", 700_000)}, "settled"); err != nil {
+				if _, err := l.Settle(ctx, acct, id, []events.Call{call(id+"a", 700_000), call(id+"b", 700_000)}, completed); err != nil {
 					t.Errorf("settle %s: %v", id, err)
 				}
 			})
@@ -163,17 +166,20 @@ func TestSettlementReplayedHasOneEffect(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := []events.Call{call("c1", 300_000), call("c2", 200_000)}
-	c1, err := one.Settle(ctx, acct, id, calls, "settled")
+	s1, err := one.Settle(ctx, acct, id, calls, completed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := two.Settle(ctx, acct, id, calls, "settled")
+	// The second decides another ending (a run resumed after a cancel):
+	// the first settlement's charge and ending stand.
+	s2, err := two.Settle(ctx, acct, id, append(calls, call("c3", 100_000)), events.EndingOf(events.Cancelled()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	recs, a := ledgerOf(t, stores[0], acct)
-	if n := count(recs, "account.charges_settled"); n != 1 || c1 != 500_000 || c2 != c1 {
-		t.Fatalf("%d settlements, charged %d then %d; want one settlement of 500000", n, c1, c2)
+	if n := count(recs, "account.charges_settled"); n != 1 || s1.ChargedMicros != 500_000 || s2.ChargedMicros != s1.ChargedMicros ||
+		s1.Ending == nil || *s1.Ending != *completed || s2.Ending == nil || *s2.Ending != *completed {
+		t.Fatalf("%d settlements, charged %d (%+v) then %d (%+v); want one settlement of 500000, completed", n, s1.ChargedMicros, s1.Ending, s2.ChargedMicros, s2.Ending)
 	}
 	want := a.Ledger
 	if want.BalanceMicros != 50*events.MicrosPerCredit-500_000 || want.SpentMonthMicros != 500_000 {
@@ -217,7 +223,7 @@ func TestKeysAndLedgerDoNotContend(t *testing.T) {
 	}
 	// And a ledger append that expects the ledger's last event succeeds
 	// after the key event.
-	if _, err := one.Settle(ctx, acct, "req_01M8000000000000000000000A", nil, "settled"); err != nil {
+	if _, err := one.Settle(ctx, acct, "req_01M8000000000000000000000A", nil, completed); err != nil {
 		t.Fatal(err)
 	}
 	env, _ = events.WrapLedger(acct, events.MonthlyCapSet{}, time.Now())

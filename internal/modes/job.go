@@ -280,16 +280,19 @@ func (j *job) answered() ([]events.ModelAnswered, events.Event) {
 	return answers, nil
 }
 
-// finish records the query's one answer, once: a progress event, then the
-// answer write makes. A write that fails ends the query with
-// aggregation_failed, naming what failed; a job stopped meanwhile returns
-// ctx's error.
+// finish records the query's one answer, once: a progress event with the
+// message progress (none when progress is empty: the events before mark
+// the stage, see events.AggregatingAfterAnswers), then the answer write
+// makes. A write that fails ends the query with aggregation_failed, naming
+// what failed; a job stopped meanwhile returns ctx's error.
 func (j *job) finish(ctx context.Context, progress, what string, write func() (events.Synthesized, error)) (events.Event, error) {
 	if j.q.Synthesis != nil {
 		return events.QueryCompleted{}, nil
 	}
-	if err := j.progress(ctx, events.StageAggregating, 85, progress); err != nil {
-		return nil, err
+	if progress != "" {
+		if err := j.progress(ctx, events.StageAggregating, 85, progress); err != nil {
+			return nil, err
+		}
 	}
 	syn, err := write()
 	if err != nil {

@@ -62,7 +62,8 @@ func (u *Unify) Run(ctx context.Context, q *events.Query, emit Emit) (events.Eve
 	if ending != nil {
 		return ending, nil
 	}
-	return j.finish(ctx, synthesizingMessage(len(answers)), "the synthesis", func() (events.Synthesized, error) {
+	// The last answer started the aggregating stage: no progress event.
+	return j.finish(ctx, "", "the synthesis", func() (events.Synthesized, error) {
 		return u.synthesize(ctx, q.Submitted.Prompt, answers)
 	})
 }
@@ -98,11 +99,4 @@ func (u *Unify) synthesize(ctx context.Context, prompt string, answers []events.
 		Model: first.Model, Answer: events.Answer{Text: out.Answer, Conflicts: out.Conflicts},
 		Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros,
 	}, nil
-}
-
-func synthesizingMessage(n int) string {
-	if n == 1 {
-		return "one model answered; its answer is the answer"
-	}
-	return fmt.Sprintf("synthesizing one answer from %d model answers", n)
 }

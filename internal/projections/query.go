@@ -233,9 +233,20 @@ func (d *QueryDoc) Apply(r events.Record) {
 		res.advance(res.Stage, 98)
 	case events.QueryCompleted:
 		res.Status, res.CompletedAt, res.ProgressPercent = events.StatusCompleted, &at, 100
+		res.charged(e.ChargedMicros)
 	case events.QueryFailed:
 		res.Status, res.CompletedAt = events.StatusFailed, &at
 		res.Error = &ResultError{Code: e.Code, Message: e.Message}
+		res.charged(e.ChargedMicros)
+	}
+}
+
+// charged sets the credits charged from a terminal event that carries them
+// (older ones do not: their credits_settled did).
+func (r *Result) charged(micros *int64) {
+	if micros != nil {
+		c := events.Credits(*micros)
+		r.Credits.Charged = &c
 	}
 }
 
@@ -258,7 +269,8 @@ func (r *Result) model(ref events.ModelRef) *ModelResult {
 }
 
 // advanceModels moves progress as the models answer: over 5..85 percent in
-// unify, 5..40 in justify, and 5..35, researching, in verify.
+// unify, 5..40 in justify, and 5..35, researching, in verify. In unify the
+// last model's outcome starts the aggregating stage.
 func (r *Result) advanceModels() {
 	stage, top := events.StageRunningModels, 85
 	switch r.Mode {
@@ -267,15 +279,21 @@ func (r *Result) advanceModels() {
 	case events.ModeVerify:
 		stage, top = events.StageResearching, 35
 	}
-	done := 0
+	done, answered := 0, 0
 	for _, m := range r.Models {
 		if m.Status != ModelPending {
 			done++
+		}
+		if m.Status == ModelAnswered {
+			answered++
 		}
 	}
 	if len(r.Models) == 0 {
 		r.advance(stage, top)
 		return
+	}
+	if events.AggregatingAfterAnswers(r.Mode, len(r.Models), done, answered) {
+		stage = events.StageAggregating
 	}
 	r.advance(stage, 5+(top-5)*done/len(r.Models))
 }

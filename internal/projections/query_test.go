@@ -73,3 +73,44 @@ func TestProgressNeverGoesBackwards(t *testing.T) {
 		t.Fatal("re-applying an old event changed the document")
 	}
 }
+
+// A unify query as this build records it (its last answer starts the
+// aggregating stage, its terminal event carries the charge) and as earlier
+// builds did (a progress event, then credits_settled before the terminal
+// event) fold to the same result; after the last answer both are
+// aggregating.
+func TestUnifyOldAndNewEventsFoldAlike(t *testing.T) {
+	refs := []events.ModelRef{{Provider: "provider_a", ModelID: "m"}, {Provider: "provider_b", ModelID: "n"}}
+	sub := events.QuerySubmitted{RequestID: "req_1", AccountID: "acct_1", Mode: events.ModeUnify, Models: refs, EstimatedMicros: 2_000_000}
+	answers := []events.Event{events.ModelAnswered{Model: refs[0], Answer: "a", CostMicros: 300_000}, events.ModelFailed{Model: refs[1], Class: "timeout"}}
+	syn := events.Synthesized{Model: refs[0], Answer: events.Answer{Text: "one", Conflicts: []events.Conflict{}}}
+	fold := func(evs ...events.Event) (*QueryDoc, []Result) {
+		d := &QueryDoc{}
+		var steps []Result
+		for i, ev := range evs {
+			d.Apply(record(uint64(i+1), ev))
+			steps = append(steps, d.Result)
+		}
+		return d, steps
+	}
+	newer, newSteps := fold(append([]events.Event{sub, events.QueryStarted{}}, append(answers, syn, events.WithCharge(events.QueryCompleted{}, 300_000))...)...)
+	older, oldSteps := fold(append([]events.Event{sub, events.QueryStarted{}}, append(answers,
+		events.ProgressReported{Stage: events.StageAggregating, Percent: 85, Message: "synthesizing one answer from 1 model answers"},
+		syn, events.CreditsSettled{ChargedMicros: 300_000}, events.QueryCompleted{})...)...)
+	for name, steps := range map[string][]Result{"this build's": newSteps, "an earlier build's": oldSteps} {
+		if s := steps[3]; s.Stage != events.StageAggregating || s.ProgressPercent != 85 {
+			t.Errorf("%s events: after the last answer, stage %s %d%%; want aggregating 85%%", name, s.Stage, s.ProgressPercent)
+		}
+		if s := steps[2]; s.Stage != events.StageRunningModels {
+			t.Errorf("%s events: after the first answer, stage %s; want running_models", name, s.Stage)
+		}
+	}
+	// The events' times differ by sequence: the result's completed_at is the
+	// terminal event's time.
+	older.Result.CompletedAt = newer.Result.CompletedAt
+	a, _ := json.Marshal(newer.Result)
+	b, _ := json.Marshal(older.Result)
+	if !bytes.Equal(a, b) || newer.Result.Credits.Charged == nil || *newer.Result.Credits.Charged != 0.3 {
+		t.Fatalf("the results differ or carry no charge:\n this build:    %s\n earlier build: %s", a, b)
+	}
+}

@@ -128,9 +128,10 @@ type stage struct {
 	span       trace.Span
 }
 
-// observeStage ends the stage the run was in when ev starts another one
-// (started: the mode's first stage; a progress report: the stage it
-// names), and starts that one's span under ctx. The caller holds e.mu.
+// observeStage ends the stage the run was in when ev, applied to e.q,
+// starts another one (started: the mode's first stage; a progress report:
+// the stage it names; in unify, the last model's outcome: aggregating), and
+// starts that one's span under ctx. The caller holds e.mu.
 func (e *emitter) observeStage(ctx context.Context, ev events.Event) {
 	if e.stage == nil {
 		return
@@ -144,6 +145,10 @@ func (e *emitter) observeStage(ctx context.Context, ev events.Event) {
 		}
 	case events.ProgressReported:
 		next = p.Stage
+	case events.ModelAnswered, events.ModelFailed:
+		if e.q.Aggregating() {
+			next = events.StageAggregating
+		}
 	}
 	if next == "" || next == e.stage.name {
 		return

@@ -103,7 +103,7 @@ func TestFailingJobEndsAfterMaxFailures(t *testing.T) {
 	if q.Status != events.StatusFailed || q.FailureCode != apperr.Internal {
 		t.Fatalf("status %s code %s; want failed internal_error", q.Status, q.FailureCode)
 	}
-	if count["query.attempt_failed"] != 3 || q.FailedAttempts != 3 || count["query.credits_settled"] != 1 || count["query.failed"] != 1 {
+	if count["query.attempt_failed"] != 3 || q.FailedAttempts != 3 || led.released != 1 || count["query.failed"] != 1 {
 		t.Fatalf("events %v; want 3 failed attempts, one settlement and one terminal event", count)
 	}
 	if n := mode.runs.Load(); n != 3 {

@@ -39,9 +39,12 @@ type Mode interface {
 }
 
 // Ledger settles a query's credits: one settlement that charges its model
-// calls and releases the rest of its reservation, idempotent by query.
+// calls, releases the rest of its reservation and records how the query
+// ends, idempotent by query (an earlier settlement is returned as it is).
 type Ledger interface {
-	Settle(ctx context.Context, accountID, requestID string, calls []events.Call, reason string) (charged int64, err error)
+	Settle(ctx context.Context, accountID, requestID string, calls []events.Call, ending *events.QueryEnding) (events.ChargesSettled, error)
+	// Settlement returns the query's settlement; nil when it has none.
+	Settlement(ctx context.Context, accountID, requestID string) (*events.ChargesSettled, error)
 }
 
 // Worker consumes submitted queries and runs them.
@@ -351,7 +354,7 @@ func (a *attempt) last() uint64 {
 	}
 	a.em.mu.Lock()
 	defer a.em.mu.Unlock()
-	return a.em.last
+	return a.em.q.LastSeq
 }
 
 // runSafely runs a job and turns a panic on its goroutine into an error, so
@@ -456,10 +459,11 @@ func firstDelivery(msg *eventstore.Job) *events.Record {
 // one hands the job back and lets that one finish.
 var errYield = errors.New("another worker is running this query")
 
-// run loads the query and runs its mode to its end: settle the credits,
-// then append the terminal event. first, when set, is the query's only
-// event, which saves the load. giveUp, when set, ends the query with that
-// failure instead of running its mode (a settlement already recorded wins).
+// run loads the query and runs its mode to its end: settle the credits
+// (which records the ending), then append the terminal event with the
+// charge. first, when set, is the query's only event, which saves the load.
+// giveUp, when set, ends the query with that failure instead of running its
+// mode (a settlement already recorded wins).
 func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveUp *events.QueryFailed, a *attempt) error {
 	q := &events.Query{}
 	var err error
@@ -471,14 +475,12 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 	if q.Submitted == nil || q.Terminal() {
 		return nil
 	}
-	em := &emitter{store: w.Store, id: id, last: q.LastSeq, now: w.Now, stage: &stage{mode: q.Submitted.Mode}}
+	em := &emitter{store: w.Store, id: id, q: q.Clone(), now: w.Now, stage: &stage{mode: q.Submitted.Mode}}
 	a.em = em
-	terminal, err := w.decide(ctx, q, em, giveUp)
+	terminal, err := w.decide(ctx, q, em, giveUp, first == nil)
 	if err == nil {
-		for _, r := range em.recorded() {
-			q.Apply(r)
-		}
-		err = w.settle(ctx, q, em, terminal)
+		q = em.query()
+		terminal, err = w.settle(ctx, q, terminal)
 	}
 	if err == nil {
 		err = em.emit(ctx, terminal)
@@ -500,10 +502,21 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 
 // decide returns how the query ends: the ending a settlement recorded, the
 // failure of a job given up, or what its mode decides after running the
-// steps not yet recorded.
-func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveUp *events.QueryFailed) (events.Event, error) {
+// steps not yet recorded. A run that is not the query's first (resumed)
+// looks for the settlement first: a run that settled the query may have
+// died before its terminal event, and what is settled is not run again.
+func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveUp *events.QueryFailed, resumed bool) (events.Event, error) {
 	if q.Settled != nil {
 		return q.Settled.Terminal(), nil
+	}
+	if resumed && w.Ledger != nil {
+		s, err := w.Ledger.Settlement(ctx, q.Submitted.AccountID, q.Submitted.RequestID)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil && s.Ending != nil {
+			return s.Ending.Terminal(), nil
+		}
 	}
 	if q.CancelRequested {
 		return events.Cancelled(), nil
@@ -522,28 +535,24 @@ func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveU
 	return mode.Run(ctx, q, em.emit)
 }
 
-// settle settles the query's credits on its account (every recorded call
-// charged, the rest of the reservation released, in one ledger event) and
-// then records on the query what it was charged and how it ends. Both are
-// idempotent, so a job redelivered at any point settles once; a query whose
-// settlement is recorded already only makes sure its account is settled too
-// (a run of an older version recorded it before releasing).
-func (w *Worker) settle(ctx context.Context, q *events.Query, em *emitter, terminal events.Event) error {
-	var charged int64
-	if w.Ledger != nil {
-		var err error
-		if charged, err = w.Ledger.Settle(ctx, q.Submitted.AccountID, q.Submitted.RequestID, q.Calls, "settled"); err != nil {
-			return err
-		}
+// settle settles the query's credits on its account: every recorded call
+// charged, the rest of the reservation released and the ending recorded, in
+// one ledger event. It returns the terminal event to append, carrying the
+// charge: the ending of the query's settlement, which an earlier run may
+// have made (its ending stands), or terminal when the settlement records
+// none (a query without a reservation, a settlement of an older build).
+func (w *Worker) settle(ctx context.Context, q *events.Query, terminal events.Event) (events.Event, error) {
+	if w.Ledger == nil {
+		return events.WithCharge(terminal, 0), nil
 	}
-	if q.Settled != nil {
-		return nil
+	s, err := w.Ledger.Settle(ctx, q.Submitted.AccountID, q.Submitted.RequestID, q.Calls, events.EndingOf(terminal))
+	if err != nil {
+		return nil, err
 	}
-	settled := events.CreditsSettled{ChargedMicros: charged}
-	if f, ok := terminal.(events.QueryFailed); ok {
-		settled.Failed = &f
+	if s.Ending != nil {
+		terminal = s.Ending.Terminal()
 	}
-	return em.emit(ctx, settled)
+	return events.WithCharge(terminal, s.ChargedMicros), nil
 }
 
 // emitter appends a query's events, one at a time, each only if no other
@@ -556,27 +565,27 @@ type emitter struct {
 	id    string
 	now   func() time.Time
 
-	mu    sync.Mutex
-	last  uint64
-	recs  []events.Record
+	mu sync.Mutex
+	// q is the query as the emitter knows it: as loaded, and every event
+	// it appended since.
+	q     *events.Query
 	stage *stage
 }
 
-// recorded returns the records this emitter appended.
-func (e *emitter) recorded() []events.Record {
+// query returns the query with the events this emitter appended.
+func (e *emitter) query() *events.Query {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.recs
+	return e.q
 }
 
 // append appends env after the last event the emitter knows.
 func (e *emitter) append(ctx context.Context, env events.Envelope, ev events.Event) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	app, err := e.store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, e.id), Seq: e.last})
+	app, err := e.store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, e.id), Seq: e.q.LastSeq})
 	if err == nil {
-		e.last = app.Seq
-		e.recs = append(e.recs, events.Record{Seq: app.Seq, Envelope: env, Event: ev, Raw: app.Data})
+		e.q.Apply(events.Record{Seq: app.Seq, Envelope: env, Event: ev})
 		e.observeStage(ctx, ev)
 	}
 	return err

@@ -22,20 +22,28 @@ type fakeLedger struct {
 	mu       sync.Mutex
 	debits   map[string]int
 	released int
+	settled  *events.ChargesSettled
 }
 
-func (l *fakeLedger) Settle(_ context.Context, _, _ string, calls []events.Call, _ string) (int64, error) {
+func (l *fakeLedger) Settle(_ context.Context, _, _ string, calls []events.Call, ending *events.QueryEnding) (events.ChargesSettled, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.released == 0 {
+	if l.settled == nil {
 		for _, c := range calls {
 			if l.debits[c.ID] == 0 {
 				l.debits[c.ID]++
 			}
 		}
 		l.released++
+		l.settled = &events.ChargesSettled{ChargedMicros: int64(len(l.debits)), Ending: ending}
 	}
-	return int64(len(l.debits)), nil
+	return *l.settled, nil
+}
+
+func (l *fakeLedger) Settlement(context.Context, string, string) (*events.ChargesSettled, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.settled, nil
 }
 
 type counted struct {
@@ -88,7 +96,7 @@ func TestTwoWorkersOnOneJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := countTypes(recs)
-	if count["query.model_answered"] != 4 || count["query.synthesized"] != 1 || count["query.credits_settled"] != 1 || count["query.completed"] != 1 || q.Status != events.StatusCompleted {
+	if count["query.model_answered"] != 4 || count["query.synthesized"] != 1 || count["query.credits_settled"] != 0 || count["query.completed"] != 1 || q.Status != events.StatusCompleted {
 		t.Fatalf("events %v (errs %v); want each step once", count, errs)
 	}
 	if len(led.debits) != 5 {
@@ -101,9 +109,45 @@ func TestTwoWorkersOnOneJob(t *testing.T) {
 	}
 }
 
-// A job resumed after its settlement (the worker died before the terminal
-// event) appends the ending the settlement recorded and calls no model.
+// A job resumed after its settlement (the worker died between the
+// settlement and the terminal event) appends the ending the settlement
+// recorded, with its charge, and calls no model: not even the synthesis
+// that failed, which a run that decided again would call.
 func TestResumeAfterSettlementRunsNothing(t *testing.T) {
+	store := storetest.Open(t)
+	ctx := context.Background()
+	c := &counted{inner: simulated.New("provider_a", 0)}
+	failed := events.QueryFailed{Code: "aggregation_failed", Message: "the synthesis failed"}
+	led := &fakeLedger{debits: map[string]int{}, released: 1, settled: &events.ChargesSettled{ChargedMicros: 7, Ending: events.EndingOf(failed)}}
+	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
+		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{"provider_a": c, "provider_b": c}}}}}
+	id := "req_01M80000000000000000000004"
+	models := []events.ModelRef{{Provider: "provider_a", ModelID: "m"}, {Provider: "provider_b", ModelID: "m"}}
+	for _, ev := range []events.Event{
+		events.QuerySubmitted{RequestID: id, AccountID: "acct_x", Mode: "unify", Prompt: "p", Models: models},
+		events.QueryStarted{},
+		events.ModelAnswered{Model: models[0], Answer: "a"},
+		events.ModelAnswered{Model: models[1], Answer: "b"},
+	} {
+		env, _ := events.Wrap(events.AggregateQuery, id, ev, time.Now())
+		if _, err := store.Append(ctx, env, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.run(ctx, id, nil, nil, &attempt{}); err != nil {
+		t.Fatal(err)
+	}
+	q, recs, _ := store.LoadQuery(ctx, id)
+	if q.Status != events.StatusFailed || q.FailureCode != "aggregation_failed" || c.n.Load() != 0 || led.released != 1 ||
+		q.ChargedMicros == nil || *q.ChargedMicros != 7 || len(recs) != 5 {
+		t.Fatalf("status %s code %s charged %v, %d model calls, %d releases, %d events; want the settled failure charged 7, no call, one release, the terminal event alone added",
+			q.Status, q.FailureCode, q.ChargedMicros, c.n.Load(), led.released, len(recs))
+	}
+}
+
+// A job resumed after an older build recorded its settlement on the query
+// (credits_settled) appends the ending that recorded, and calls no model.
+func TestResumeAfterAnOlderBuildsSettlementRunsNothing(t *testing.T) {
 	store := storetest.Open(t)
 	ctx := context.Background()
 	c := &counted{inner: simulated.New("provider_a", 0)}
@@ -111,7 +155,7 @@ func TestResumeAfterSettlementRunsNothing(t *testing.T) {
 	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
 		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{"provider_a": c}}}}}
 	id := "req_01M80000000000000000000002"
-	failed := events.QueryFailed{Code: "aggregation_failed", Message: "the synthesis failed"}
+	failed := events.Failure{Code: "aggregation_failed", Message: "the synthesis failed"}
 	for _, ev := range []events.Event{
 		events.QuerySubmitted{RequestID: id, AccountID: "acct_x", Mode: "unify", Prompt: "p", Models: []events.ModelRef{{Provider: "provider_a", ModelID: "m"}}},
 		events.QueryStarted{},
