@@ -115,10 +115,11 @@ func keepRunning(ctx context.Context, name string, run func(context.Context) err
 // projectors and a lease lets one at a time apply each projection.
 func (m *Main) runProjections(ctx context.Context) {
 	status := &projections.QueryStatus{Store: m.Store, Every: projections.RunningDocEvery}
+	balances := &projections.Balances{Store: m.Store, Every: projections.BalanceDocEvery}
 	runners := []*projections.Runner{
 		{Name: projections.ConsumerQueryStatus, Stream: m.Store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: status.HandleBatch, Deferred: status},
 		{Name: projections.ConsumerAccounts, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"},
-			HandleBatch: projections.Accounts(&projections.Keys{Store: m.Store}, &projections.Balances{Store: m.Store})},
+			HandleBatch: projections.Accounts(&projections.Keys{Store: m.Store}, balances), Deferred: balances},
 	}
 	host, _ := os.Hostname()
 	for _, r := range runners {

@@ -39,13 +39,8 @@ type QueryStatus struct {
 
 	cache map[string]*QueryDoc // used by the runner's goroutine only
 	// held are the queries whose cached document has changes not stored
-	// yet (used by the runner's goroutine only); oldest and next are the
-	// oldest held event and when the next held change falls due, unless
-	// stale (an entry left held since they were computed).
-	held   map[string]heldDoc
-	oldest uint64
-	next   time.Time
-	stale  bool
+	// yet.
+	held heldSet
 	// tails are the ends of the accounts' indexes as this run stored them
 	// (used by the runner's goroutine only).
 	tails map[string]indexTail
@@ -61,7 +56,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 		// Another process may have run the projection since this run's
 		// predecessor filled the cache: the stored documents are the truth.
 		p.cache, p.run, p.tails = map[string]*QueryDoc{}, run, map[string]indexTail{}
-		p.forgetHeld()
+		p.held = heldSet{every: p.Every}
 		empty, err := p.Store.QueryStatus.Empty(ctx)
 		if err != nil {
 			p.run = nil // asked again with the batch's retry
@@ -150,43 +145,12 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 		}
 	}
 	for _, e := range entries {
-		p.unhold(e.Key)
+		p.held.unhold(e.Key)
 	}
 	for _, id := range hold {
-		if _, ok := p.held[id]; !ok {
-			h := heldDoc{seq: from[id], since: now}
-			p.held[id] = h
-			if !p.stale {
-				if p.oldest == 0 || h.seq < p.oldest {
-					p.oldest = h.seq
-				}
-				if at := h.since.Add(p.Every); p.next.IsZero() || at.Before(p.next) {
-					p.next = at
-				}
-			}
-		}
+		p.held.hold(id, from[id], now)
 	}
 	return nil
-}
-
-// forgetHeld empties the held set.
-func (p *QueryStatus) forgetHeld() {
-	p.held, p.oldest, p.next, p.stale = map[string]heldDoc{}, 0, time.Time{}, false
-}
-
-// unhold takes id out of the held set.
-func (p *QueryStatus) unhold(id string) {
-	if _, ok := p.held[id]; ok {
-		delete(p.held, id)
-		p.stale = true
-	}
-}
-
-// heldDoc is a document's change held unstored: since its event seq,
-// applied at since.
-type heldDoc struct {
-	seq   uint64
-	since time.Time
 }
 
 // Flush stores the documents whose changes were held for Every (all of
@@ -195,50 +159,10 @@ type heldDoc struct {
 // and this run applies their events again from its checkpoint.
 func (p *QueryStatus) Flush(ctx context.Context, all bool) (uint64, time.Time, error) {
 	if runOf(ctx) != p.run {
-		p.forgetHeld()
+		p.held = heldSet{every: p.Every}
 		return 0, time.Time{}, nil
 	}
-	now := time.Now()
-	if !all && !p.stale && now.Before(p.next) {
-		return p.oldest, p.next, nil // nothing due: no walk over the held set
-	}
-	var entries []eventstore.Entry
-	for id, h := range p.held {
-		if !all && now.Sub(h.since) < p.Every {
-			continue
-		}
-		data, err := p.cache[id].Encode()
-		if err != nil {
-			held, due := p.oldestHeld()
-			return held, due, err
-		}
-		entries = append(entries, eventstore.Entry{Key: id, Value: data})
-	}
-	err := p.Store.QueryStatus.PutAll(ctx, entries)
-	if err == nil {
-		for _, e := range entries {
-			p.unhold(e.Key)
-		}
-	}
-	p.oldest, p.next = p.oldestHeld()
-	p.stale = false
-	return p.oldest, p.next, err
-}
-
-// oldestHeld is the oldest event whose change is held and when the next
-// held change falls due.
-func (p *QueryStatus) oldestHeld() (uint64, time.Time) {
-	var seq uint64
-	var due time.Time
-	for _, h := range p.held {
-		if seq == 0 || h.seq < seq {
-			seq = h.seq
-		}
-		if at := h.since.Add(p.Every); due.IsZero() || at.Before(due) {
-			due = at
-		}
-	}
-	return seq, due
+	return p.held.flush(ctx, p.Store.QueryStatus, all, func(id string) ([]byte, error) { return p.cache[id].Encode() }, nil)
 }
 
 // load returns the current document of id, to which r applies next:
