@@ -12,12 +12,14 @@ import (
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 )
 
-// RunningDocEvery is how often at most the service stores a running
-// query's document (QueryStatus.Every): a poll sees a running query's
-// progress up to this late, its submission and its end at once. Each store
-// is a write to the query_status stream (an fsync under fsync always), and
-// a query's events come one by one: stored with every batch, a document
-// took ~9 writes per query under load, as many as the query's own events.
+// RunningDocEvery is how often at most the service stores the document of
+// a query that has not ended (QueryStatus.Every): a poll sees a running
+// query's progress up to this late (a poll or a list of a query whose
+// document is not stored yet folds it from the query's events, so a
+// submission shows at once), and its end at once. Each store is a write to
+// the query_status stream (an fsync under fsync always), and a query's
+// events come one by one: stored with every batch, a document took ~9
+// writes per query under load, as many as the query's own events.
 const RunningDocEvery = 250 * time.Millisecond
 
 // QueryStatus projects QUERIES into the query_status bucket, and each
@@ -28,11 +30,12 @@ const RunningDocEvery = 250 * time.Millisecond
 // once; with Every set, a running query's document less often (see Every).
 type QueryStatus struct {
 	Store *eventstore.Store
-	// Every, when set, is how long a change to a running query's document
-	// may be held in memory before it is stored: each document is then
-	// written when its query is submitted, at most once per Every while it
-	// runs, and when it ends, instead of once per batch that touches it.
-	// A poll reads a running query's progress up to Every late (the event
+	// Every, when set, is how long a change to the document of a query
+	// that has not ended may be held in memory before it is stored: each
+	// document is then written at most once per Every until its query
+	// ends, and when it ends, instead of once per batch that touches it (a
+	// query that ends within Every of its submission is written once). A
+	// poll reads a running query's progress up to Every late (the event
 	// stream, which SSE follows, is never late); its end at once. Held
 	// changes are stored through Flush (the runner's Deferred).
 	Every time.Duration
@@ -70,8 +73,8 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 	}
 	changed := map[string]*QueryDoc{}
 	var order []string
-	// from is, for each changed document stored before the batch, the
-	// first event of the batch applied to it: where its change is held from.
+	// from is, for each changed document, the first event of the batch
+	// applied to it: where its change is held from.
 	from := map[string]uint64{}
 	var add []indexed
 	for _, r := range recs {
@@ -88,9 +91,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 			doc = cur.clone()
 			changed[id] = doc
 			order = append(order, id)
-			if cur.Seq != 0 {
-				from[id] = r.Seq
-			}
+			from[id] = r.Seq
 		}
 		// The submission of a query this document had not applied joins
 		// its account's index (unless the index took it before a crash: by
@@ -117,14 +118,14 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 		return err
 	}
 	p.keepTails(tails)
-	// A document is stored now unless it is a running query's, stored
-	// before, that may wait (see Every).
+	// A document is stored now unless its query has not ended and it may
+	// wait (see Every).
 	now := time.Now()
 	entries := make([]eventstore.Entry, 0, len(order))
 	var hold []string
 	for _, id := range order {
 		doc := changed[id]
-		if _, stored := from[id]; stored && p.Every > 0 && !doc.Result.Terminal() {
+		if p.Every > 0 && !doc.Result.Terminal() {
 			hold = append(hold, id)
 			continue
 		}

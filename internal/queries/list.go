@@ -130,12 +130,13 @@ func decodeCursor(c string) (string, int, bool) {
 // query_list bucket, the index pages the page spans (from the newest, or
 // from the cursor's place, checked against the request id the cursor
 // names), and the query_status document of each query it needs, by key,
-// as a poll does; each row is the summary of that document's result. Its
-// reads are bounded by the page, whatever the number of the account's
-// queries: the documents of the page and one more, and at most maxListScan
-// documents with a filter few queries match. A query appears once the query
-// projection has stored its document, moments after it is accepted; one in
-// the index whose document is not stored yet is passed over. A cursor that does not name a query of the
+// as a poll does; each row is the summary of that document's result (of
+// the query's events folded, when its document is not stored yet, as a
+// poll does too). Its reads are bounded by the page, whatever the number of
+// the account's queries: the documents of the page and one more, and at
+// most maxListScan documents with a filter few queries match. A query
+// appears once the query projection has added it to the index, moments
+// after it is accepted. A cursor that does not name a query of the
 // account at its place is invalid_request.
 func (s *Service) List(ctx context.Context, caller accounts.Caller, p ListParams) (apiv1.QueryList, error) {
 	page := apiv1.QueryList{Object: "list", Data: []apiv1.QuerySummary{}}
@@ -276,13 +277,23 @@ func (x *index) at(ctx context.Context, pos int) (string, error) {
 }
 
 // summary returns the row of query id of account acct, read from its
-// query_status document; false when no document of acct's is stored for it
-// (the projection stores the index before the documents).
+// query_status document, or folded from the query's events when no document
+// is stored for it yet (the projection holds a new query's document for up
+// to projections.RunningDocEvery, and stores the index before the
+// documents); false when the query is not acct's.
 func (s *Service) summary(ctx context.Context, acct, id string) (apiv1.QuerySummary, bool, error) {
 	entry, err := s.docBucket().Get(ctx, id)
 	switch {
 	case errors.Is(err, eventstore.ErrNotFound):
-		return apiv1.QuerySummary{}, false, nil
+		_, recs, err := s.Store.LoadQuery(ctx, id)
+		if err != nil || len(recs) == 0 {
+			return apiv1.QuerySummary{}, false, err
+		}
+		doc := projections.FoldQuery(recs)
+		if doc.AccountID != acct {
+			return apiv1.QuerySummary{}, false, nil
+		}
+		return doc.Result.Summary(), true, nil
 	case err != nil:
 		return apiv1.QuerySummary{}, false, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/crosscheck/crosscheck/apiv1"
+	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
 	"github.com/crosscheck/crosscheck/internal/projections"
 )
@@ -51,5 +52,42 @@ func TestListRowIsTheSummaryOfTheDocument(t *testing.T) {
 		if _, ok, err := s.summary(ctx, c.acct, c.id); ok || err != nil {
 			t.Errorf("%s of %s: a row (%v), want none", c.id, c.acct, err)
 		}
+	}
+}
+
+// A listed query whose document is not stored yet (the projection holds a
+// new query's document for a while) is folded from its events: the row is
+// the summary of that fold; for another account there is no row.
+func TestListRowOfAQueryWithoutADocumentIsFoldedFromItsEvents(t *testing.T) {
+	t.Parallel()
+	store := storetest.Open(t)
+	ctx := context.Background()
+	const id = "req_01KAW0000000000000000000AC"
+	var recs []events.Record
+	for _, ev := range []events.Event{
+		events.QuerySubmitted{RequestID: id, AccountID: "acct_fold", KeyFingerprint: "abcdefgh", Mode: events.ModeUnify,
+			Models: []events.ModelRef{{Provider: "provider_a", ModelID: "m"}}, EstimatedMicros: 500_000},
+		events.QueryStarted{},
+	} {
+		env, err := events.Wrap(events.AggregateQuery, id, ev, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		app, err := store.Append(ctx, env, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, events.Record{Seq: app.Seq, Envelope: env, Event: ev})
+	}
+	s := &Service{Store: store}
+	row, ok, err := s.summary(ctx, "acct_fold", id)
+	if err != nil || !ok {
+		t.Fatalf("summary: %v %v", ok, err)
+	}
+	if want := projections.FoldQuery(recs).Result.Summary(); !reflect.DeepEqual(row, want) || row.Status != events.StatusRunning {
+		t.Fatalf("row %+v, want %+v", row, want)
+	}
+	if _, ok, err := s.summary(ctx, "acct_other", id); ok || err != nil {
+		t.Errorf("another account's query: a row (%v), want none", err)
 	}
 }

@@ -549,7 +549,12 @@ func (w *Worker) settle(ctx context.Context, q *events.Query, terminal events.Ev
 	if err != nil {
 		return nil, err
 	}
-	if s.Ending != nil {
+	switch {
+	case q.Settled != nil:
+		// An earlier build recorded the charge on the query: it stands (its
+		// ledger may have charged per call, with no settlement to read).
+		return events.WithCharge(terminal, q.Settled.ChargedMicros), nil
+	case s.Ending != nil:
 		terminal = s.Ending.Terminal()
 	}
 	return events.WithCharge(terminal, s.ChargedMicros), nil
