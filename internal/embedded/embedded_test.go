@@ -13,7 +13,7 @@ import (
 )
 
 // A server for this process alone listens on loopback only, and takes no
-// client but this process's: a client without its token, or with another,
+// client but this process's (its bulk connection, ConnectLoopback): a client without its token, or with another,
 // is refused; connections that never authenticate are closed within the
 // auth timeout and are bounded in number.
 func TestAPrivateServerServesItsProcessAlone(t *testing.T) {
@@ -26,7 +26,7 @@ func TestAPrivateServerServesItsProcessAlone(t *testing.T) {
 	if !strings.HasPrefix(url, "nats://127.0.0.1:") {
 		t.Fatalf("listens on %s; want loopback only", url)
 	}
-	nc, err := s.Connect("own")
+	nc, err := s.ConnectLoopback("own")
 	if err != nil {
 		t.Fatalf("the process's own connection: %v", err)
 	}
