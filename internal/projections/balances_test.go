@@ -69,25 +69,16 @@ func foldBalance(t *testing.T, store *eventstore.Store, acct string) BalanceDoc 
 // lost the lease) and waits for it.
 func runBalances(t *testing.T, store *eventstore.Store, p *Balances) (applied func() uint64, stop func(cause error)) {
 	t.Helper()
-	ctx, cancel := context.WithCancelCause(context.Background())
 	handle := Accounts(&Keys{Store: store}, p)
 	var last atomic.Uint64
-	r := &Runner{Name: ConsumerAccounts, Stream: store.Accounts, Filters: []string{"ev.account.>"}, Deferred: p, Checkpoints: store.Projections, Log: zerolog.Nop(),
+	return last.Load, startRunner(t, &Runner{Name: ConsumerAccounts, Stream: store.Accounts, Filters: []string{"ev.account.>"}, Deferred: p, Checkpoints: store.Projections, Log: zerolog.Nop(),
 		HandleBatch: func(ctx context.Context, recs []events.Record) error {
 			err := handle(ctx, recs)
 			if err == nil {
 				last.Store(recs[len(recs)-1].Seq)
 			}
 			return err
-		}}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	return last.Load, func(cause error) {
-		cancel(cause)
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}
+		}})
 }
 
 // With Every set, an account's balance document is stored when the account

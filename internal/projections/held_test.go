@@ -65,9 +65,14 @@ func runHeld(t *testing.T, store *eventstore.Store, h interface {
 	Deferring
 }) (stop func(cause error)) {
 	t.Helper()
+	return startRunner(t, &Runner{Name: ConsumerQueryStatus, Stream: store.Queries, Filters: []string{"ev.query.>"},
+		HandleBatch: h.HandleBatch, Deferred: h, Checkpoints: store.Projections, Log: zerolog.Nop()})
+}
+
+// startRunner runs r until stop ends it with cause (nil: a plain stop) and
+// waits for it.
+func startRunner(t *testing.T, r *Runner) (stop func(cause error)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	r := &Runner{Name: ConsumerQueryStatus, Stream: store.Queries, Filters: []string{"ev.query.>"},
-		HandleBatch: h.HandleBatch, Deferred: h, Checkpoints: store.Projections, Log: zerolog.Nop()}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	return func(cause error) {

@@ -68,17 +68,9 @@ func appendProgress(t *testing.T, store *eventstore.Store, n int) uint64 {
 // waits for it to return.
 func run(t *testing.T, store *eventstore.Store, a *applied) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &Runner{Name: "proj_test", Stream: store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: a.handle,
-		Checkpoints: store.Projections, Batch: 7, Log: zerolog.Nop()}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}
+	halt := startRunner(t, &Runner{Name: "proj_test", Stream: store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: a.handle,
+		Checkpoints: store.Projections, Batch: 7, Log: zerolog.Nop()})
+	return func() { halt(nil) }
 }
 
 func waitApplied(t *testing.T, a *applied, seq uint64) {

@@ -10,6 +10,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/accounts"
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
 	"github.com/crosscheck/crosscheck/internal/ledger"
 	"github.com/crosscheck/crosscheck/internal/modes"
@@ -18,10 +19,10 @@ import (
 	"github.com/crosscheck/crosscheck/internal/providers/simulated"
 )
 
-// A worker killed after its last model call was recorded and before the
-// settlement: the redelivered job calls no model again, settles the query
-// once with that call, and a further delivery changes nothing.
-func TestKilledBeforeTheSettlementChargesOnce(t *testing.T) {
+// reserved opens a store and a ledger, and an account on the free plan
+// whose reservation of 2 credits holds for query id.
+func reserved(t *testing.T, id string) (*eventstore.Store, *ledger.Service, string) {
+	t.Helper()
 	store := storetest.Open(t)
 	ctx := context.Background()
 	led := &ledger.Service{Accounts: &accounts.Service{Store: store, Now: time.Now}, Estimator: &pricing.Estimator{Catalog: catalog.Simulated()}, Now: time.Now}
@@ -29,10 +30,19 @@ func TestKilledBeforeTheSettlementChargesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acct, id := view.ID, "req_01M8000000000000000000000K"
-	if err := led.Reserve(ctx, acct, id, 2*events.MicrosPerCredit, false); err != nil {
+	if err := led.Reserve(ctx, view.ID, id, 2*events.MicrosPerCredit, false); err != nil {
 		t.Fatal(err)
 	}
+	return store, led, view.ID
+}
+
+// A worker killed after its last model call was recorded and before the
+// settlement: the redelivered job calls no model again, settles the query
+// once with that call, and a further delivery changes nothing.
+func TestKilledBeforeTheSettlementChargesOnce(t *testing.T) {
+	const id = "req_01M8000000000000000000000K"
+	store, led, acct := reserved(t, id)
+	ctx := context.Background()
 	model := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}
 	usage := events.Usage{InputTokens: 16, OutputTokens: 52}
 	cost := led.Estimator.Cost(model, usage)
@@ -89,17 +99,9 @@ func TestKilledBeforeTheSettlementChargesOnce(t *testing.T) {
 // settles nothing again, and ends the query as the settlement recorded it,
 // with its charge.
 func TestKilledAfterTheSettlementEndsAsSettled(t *testing.T) {
-	store := storetest.Open(t)
+	const id = "req_01M8000000000000000000000L"
+	store, led, acct := reserved(t, id)
 	ctx := context.Background()
-	led := &ledger.Service{Accounts: &accounts.Service{Store: store, Now: time.Now}, Estimator: &pricing.Estimator{Catalog: catalog.Simulated()}, Now: time.Now}
-	view, err := led.Accounts.CreateAccount(ctx, "killed-after", events.PlanFree)
-	if err != nil {
-		t.Fatal(err)
-	}
-	acct, id := view.ID, "req_01M8000000000000000000000L"
-	if err := led.Reserve(ctx, acct, id, 2*events.MicrosPerCredit, false); err != nil {
-		t.Fatal(err)
-	}
 	a, b := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}, events.ModelRef{Provider: catalog.ProviderB, ModelID: "sim-beta-standard"}
 	usage := events.Usage{InputTokens: 16, OutputTokens: 52}
 	q := &events.Query{}
