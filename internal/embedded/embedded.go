@@ -29,10 +29,11 @@ type Options struct {
 	Token string
 }
 
-// Limits of the listener of a server that serves its own process alone
-// (Options.Port zero): the process opens one connection there; a client of
-// another process, which cannot know the token, is refused within
-// privateAuthTimeout and can hold at most privateMaxConn connections.
+// Limits of a server that serves its own process alone (Options.Port
+// zero): the process opens a connection in process and one on the
+// listener, and both count; a client of another process, which cannot know
+// the token, is refused within privateAuthTimeout, and together they hold
+// at most privateMaxConn connections.
 const (
 	privateMaxConn     = 16
 	privateAuthTimeout = 1 // second
