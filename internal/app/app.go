@@ -98,13 +98,8 @@ type Main struct {
 	Catalog  *catalog.Catalog
 	BYOM     *byom.Service
 
-	nats *embedded.Server
-	nc   *nats.Conn
-	// bulk is the store the projections read and write through: on the
-	// embedded server, over a connection of their own (bulkNC); on a
-	// shared NATS, Store.
-	bulk        *eventstore.Store
-	bulkNC      *nats.Conn
+	nats        *embedded.Server
+	nc          *nats.Conn
 	public      *http.Server
 	admin       *http.Server
 	publicLn    net.Listener
@@ -165,21 +160,11 @@ func (m *Main) Open(ctx context.Context) error {
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return fmt.Errorf("data dir: %w", err)
 		}
-		if m.nats, m.nc, m.Store, err = startEmbedded(ctx, cfg, "crosscheck", false); err != nil {
-			return err
-		}
-		// The projections read the streams in bulk, beside the requests:
-		// over the loopback listener, on a connection of their own.
-		if m.bulkNC, err = m.nats.ConnectLoopback("crosscheck-projections"); err != nil {
-			return err
-		}
-		if m.bulk, err = eventstore.Open(ctx, m.bulkNC, cfg.Replicas); err != nil {
+		if m.nats, m.nc, m.Store, err = startEmbedded(ctx, cfg, "crosscheck"); err != nil {
 			return err
 		}
 	} else if m.nc, m.Store, err = openShared(ctx, cfg, "crosscheck-"+m.role(), m.Log); err != nil {
 		return err
-	} else {
-		m.bulk = m.Store
 	}
 	if err := m.loadAdminToken(); err != nil {
 		return err
@@ -361,7 +346,7 @@ func (m *Main) listen(ctx context.Context) error {
 // ready reports why the process cannot take requests: NATS or JetStream
 // out of reach, or a projection this process runs that is down.
 func (m *Main) ready(ctx context.Context) error {
-	if m.nc == nil || !m.nc.IsConnected() || (m.bulkNC != nil && !m.bulkNC.IsConnected()) {
+	if m.nc == nil || !m.nc.IsConnected() {
 		return errors.New("not connected to NATS")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -429,12 +414,10 @@ func (m *Main) Close() error {
 			m.cancel()
 		}
 		m.wg.Wait()
-		for _, nc := range []*nats.Conn{m.bulkNC, m.nc} {
-			if nc != nil {
-				_ = nc.Drain()
-				for nc.IsDraining() {
-					time.Sleep(10 * time.Millisecond)
-				}
+		if m.nc != nil {
+			_ = m.nc.Drain()
+			for m.nc.IsDraining() {
+				time.Sleep(10 * time.Millisecond)
 			}
 		}
 		if m.nats != nil {

@@ -114,17 +114,16 @@ func keepRunning(ctx context.Context, name string, run func(context.Context) err
 // process is the only one. On a shared JetStream every API process runs the
 // projectors and a lease lets one at a time apply each projection.
 func (m *Main) runProjections(ctx context.Context) {
-	store := m.bulk
-	status := &projections.QueryStatus{Store: store, Every: projections.RunningDocEvery}
-	balances := &projections.Balances{Store: store, Every: projections.BalanceDocEvery}
+	status := &projections.QueryStatus{Store: m.Store, Every: projections.RunningDocEvery}
+	balances := &projections.Balances{Store: m.Store, Every: projections.BalanceDocEvery}
 	runners := []*projections.Runner{
-		{Name: projections.ConsumerQueryStatus, Stream: store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: status.HandleBatch, Deferred: status},
-		{Name: projections.ConsumerAccounts, Stream: store.Accounts, Filters: []string{"ev.account.>"},
-			HandleBatch: projections.Accounts(&projections.Keys{Store: store}, balances), Deferred: balances},
+		{Name: projections.ConsumerQueryStatus, Stream: m.Store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: status.HandleBatch, Deferred: status},
+		{Name: projections.ConsumerAccounts, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"},
+			HandleBatch: projections.Accounts(&projections.Keys{Store: m.Store}, balances), Deferred: balances},
 	}
 	host, _ := os.Hostname()
 	for _, r := range runners {
-		r.Log, r.Checkpoints = m.Log, store.Projections
+		r.Log, r.Checkpoints = m.Log, m.Store.Projections
 		run := func(ctx context.Context) error {
 			keepRunning(ctx, r.Name, r.Run, &m.projections, m.Log)
 			return nil

@@ -17,18 +17,14 @@ import (
 )
 
 // startEmbedded starts the embedded nats-server on cfg's data dir, connects
-// to it as name (in process, or on its loopback listener for a reader in
-// bulk) and opens the event store. On an error nothing is left running.
-func startEmbedded(ctx context.Context, cfg config.Config, name string, loopback bool) (*embedded.Server, *nats.Conn, *eventstore.Store, error) {
+// to it as name and opens the event store. On an error nothing is left
+// running.
+func startEmbedded(ctx context.Context, cfg config.Config, name string) (*embedded.Server, *nats.Conn, *eventstore.Store, error) {
 	srv, err := embedded.Start(embedded.Options{DataDir: cfg.DataDir, SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	connect := srv.Connect
-	if loopback {
-		connect = srv.ConnectLoopback
-	}
-	nc, err := connect(name)
+	nc, err := srv.Connect(name)
 	if err != nil {
 		srv.Stop()
 		return nil, nil, nil, err
@@ -53,8 +49,7 @@ func OpenStore(ctx context.Context, cfg config.Config) (store *eventstore.Store,
 		}
 		return store, nc.Close, nil
 	}
-	// The commands read the streams in bulk: over the loopback listener.
-	srv, nc, store, err := startEmbedded(ctx, cfg, "crosscheck-audit", true)
+	srv, nc, store, err := startEmbedded(ctx, cfg, "crosscheck-audit")
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (stop `crosscheck serve` on this data dir first, or set CROSSCHECK_NATS_URL)", err)
 	}

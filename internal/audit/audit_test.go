@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -243,5 +244,49 @@ func TestAuditCatchesATerminalEventThatDisagreesWithItsSettlement(t *testing.T) 
 	if len(rep.Problems) != 2 || !strings.Contains(out, overcharged+": the query records a charge of") ||
 		!strings.Contains(out, otherEnding+": ended completed , but its settlement records the ending failed cancelled") || strings.Contains(out, honest) {
 		t.Fatalf("the audit of terminal events that disagree with their settlements:\n%s", out)
+	}
+}
+
+// A balances document behind its account's events (a service that crashed
+// holding changes) is no difference: it is counted and checked against the
+// replay at its own sequence. A document that differs from the replay at
+// its sequence is one.
+func TestAuditChecksTheReadModelAtItsOwnSequence(t *testing.T) {
+	f := newFixture(t)
+	view, err := f.led.Accounts.CreateAccount(f.ctx, "behind", events.PlanFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	if rep := f.audit(); !rep.OK() || rep.Behind != 0 {
+		t.Fatalf("audit of a caught-up read model:\n%s", f.report(rep))
+	}
+	// An event the read model does not apply: it stays where it was.
+	if _, err := f.led.Adjust(f.ctx, acct, events.MicrosPerCredit, "a grant after"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := audit.Run(f.ctx, f.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := f.report(rep); !rep.OK() || rep.Behind != 1 || !strings.Contains(out, "1 accounts' balances read model is behind") {
+		t.Fatalf("audit of a read model behind its events:\n%s", out)
+	}
+	// A document that says something else than the replay at its sequence.
+	doc, err := projections.GetBalance(f.ctx, f.store.Balances, acct)
+	if err != nil || doc == nil {
+		t.Fatalf("balance document: %v %v", doc, err)
+	}
+	doc.Ledger.BalanceMicros += events.MicrosPerCredit
+	raw, _ := json.Marshal(doc)
+	if _, err := f.store.Balances.Put(f.ctx, acct, raw); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = audit.Run(f.ctx, f.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := f.report(rep); rep.OK() || !strings.Contains(out, acct+": read model differs from the replay at its seq") {
+		t.Fatalf("audit of a read model that differs at its sequence:\n%s", out)
 	}
 }

@@ -3,7 +3,6 @@
 package embedded
 
 import (
-	"crypto/rand"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -21,23 +20,12 @@ type Options struct {
 	// SyncInterval is the fsync interval when SyncAlways is off; zero keeps
 	// the server's default.
 	SyncInterval time.Duration
-	// Port, when non-zero, listens for clients of other processes on
-	// 127.0.0.1:Port (-1 picks a free port), with Token. Zero serves this
-	// process alone: see Start.
+	// Port, when non-zero, also listens for clients on 127.0.0.1:Port (-1 picks
+	// a free port). Zero serves in-process connections only.
 	Port int
 	// Token, when set, is required of every client.
 	Token string
 }
-
-// Limits of a server that serves its own process alone (Options.Port
-// zero): the process opens a connection in process and one on the
-// listener, and both count; a client of another process, which cannot know
-// the token, is refused within privateAuthTimeout, and together they hold
-// at most privateMaxConn connections.
-const (
-	privateMaxConn     = 16
-	privateAuthTimeout = 1 // second
-)
 
 // Server is a running embedded nats-server.
 type Server struct {
@@ -49,21 +37,10 @@ type Server struct {
 // Start takes the exclusive lock of the data dir (an error wrapping
 // ErrLocked names the process that holds it), starts the server and waits
 // until it is ready for connections.
-//
-// A server for this process alone (Port zero) listens on a free port of
-// 127.0.0.1 with a random token that never leaves the process, for
-// ConnectLoopback.
 func Start(o Options) (*Server, error) {
 	lock, err := Lock(o.DataDir)
 	if err != nil {
 		return nil, err
-	}
-	private := o.Port == 0
-	if private {
-		o.Port = -1
-		if o.Token == "" {
-			o.Token = rand.Text()
-		}
 	}
 	opts := &server.Options{
 		ServerName:         "crosscheck-embedded",
@@ -73,14 +50,12 @@ func Start(o Options) (*Server, error) {
 		SyncInterval:       o.SyncInterval,
 		NoSigs:             true,
 		NoLog:              true,
+		DontListen:         o.Port == 0,
 		Host:               "127.0.0.1",
 		Port:               o.Port,
 		MaxPayload:         8 << 20,
 		JetStreamMaxMemory: 256 << 20,
 		Authorization:      o.Token,
-	}
-	if private {
-		opts.MaxConn, opts.AuthTimeout = privateMaxConn, privateAuthTimeout
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
@@ -96,26 +71,9 @@ func Start(o Options) (*Server, error) {
 	return &Server{Server: s, token: o.Token, lock: lock}, nil
 }
 
-// Connect opens an in-process client connection to the server: for the
-// process's requests, each of which waits for its answer (an append, a
-// read). Its round trip is about a millisecond shorter per query than over
-// the loopback socket.
+// Connect opens an in-process client connection to the server.
 func (s *Server) Connect(name string) (*nats.Conn, error) {
-	return s.connect("", nats.InProcessServer(s.Server), name)
-}
-
-// ConnectLoopback opens a client connection to the server on its loopback
-// listener: for reading the streams in bulk (the projections, a rebuild,
-// an audit, an export). The in-process pipe hands every write to the
-// reader in turn; over the socket, the server writes on while the client
-// decodes, and a rebuild of the query read model runs about a tenth
-// faster (docs/BENCHMARKS.md).
-func (s *Server) ConnectLoopback(name string) (*nats.Conn, error) {
-	return s.connect(s.ClientURL(), nats.Name(name), name)
-}
-
-func (s *Server) connect(url string, via nats.Option, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url, via, nats.Name(name), nats.MaxReconnects(-1), nats.Token(s.token))
+	nc, err := nats.Connect("", nats.InProcessServer(s.Server), nats.Name(name), nats.MaxReconnects(-1), nats.Token(s.token))
 	if err != nil {
 		return nil, fmt.Errorf("connect to embedded nats-server: %w", err)
 	}

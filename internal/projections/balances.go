@@ -22,10 +22,10 @@ type BalanceDoc struct {
 
 // BalanceDocEvery is how often at most the service stores an account's
 // balance document (Balances.Every). Only the audit reads the balances
-// bucket, and it runs on a stopped service, whose runner stored everything
-// it held; stored with every batch, the document took a write (an fsync
-// under fsync always) per batch that touched the account: about one per
-// query under load.
+// bucket, and it checks each document at the document's own sequence, so a
+// document behind its events is no difference; stored with every batch, the
+// document took a write (an fsync under fsync always) per batch that
+// touched the account: about one per query under load.
 const BalanceDocEvery = time.Second
 
 // Balances projects ACCOUNTS into the balances bucket.

@@ -276,8 +276,11 @@ func (w *Worker) handle(ctx context.Context, msg *eventstore.Job) {
 // last event as the run knew it: the failure is recorded only if nothing
 // came after it, so a worker that lost the job to another one does not
 // count against it. What is not counted is retried: a failure of the event
-// store (an outage does not fail queries), a run whose query has settled, a
-// run that never loaded its query.
+// store (an outage does not fail queries), a run of a query whose
+// credits_settled an earlier build recorded, a run that never loaded its
+// query. (A run that fails after this build's settlement is counted; the
+// next run ends the query as the settlement recorded, and so does one that
+// gives up.)
 func (w *Worker) failed(ctx context.Context, msg *eventstore.Job, id string, known uint64, err error) {
 	log := w.Log.With().Str("request_id", id).Err(err).Logger()
 	delivered := msg.Delivered()
