@@ -249,11 +249,14 @@ func checkQuery(ctx context.Context, store *eventstore.Store, rep *Report, req s
 	if q.ChargedMicros != nil && *q.ChargedMicros != m.sum {
 		rep.problem("query %s: the query records a charge of %s credits, its debits sum to %s", req, events.FormatCredits(*q.ChargedMicros), events.FormatCredits(m.sum))
 	}
-	if m.settled != nil && m.settled.ending != nil && q.Terminal() && q.ChargedMicros == nil {
-		rep.problem("query %s: ended without the charge of its settlement", req)
-	}
-	if m.settled != nil && m.settled.ending != nil && q.Terminal() && (q.Status != m.settled.ending.Status || q.FailureCode != m.settled.ending.Code) {
-		rep.problem("query %s: ended %s %s, but its settlement records the ending %s %s", req, q.Status, q.FailureCode, m.settled.ending.Status, m.settled.ending.Code)
+	if m.settled != nil && m.settled.ending != nil && q.Terminal() {
+		end := m.settled.ending
+		if q.ChargedMicros == nil {
+			rep.problem("query %s: ended without the charge of its settlement", req)
+		}
+		if q.Status != end.Status || q.FailureCode != end.Code {
+			rep.problem("query %s: ended %s %s, but its settlement records the ending %s %s", req, q.Status, q.FailureCode, end.Status, end.Code)
+		}
 	}
 	if q.Terminal() && m.settled == nil {
 		rep.problem("query %s: ended but its reservation was never released", req)

@@ -454,8 +454,15 @@ func (q *Query) Aggregating() bool {
 	if q.Submitted == nil {
 		return false
 	}
-	n := len(q.Submitted.Models)
-	return AggregatingAfterAnswers(q.Submitted.Mode, n, n-len(q.Pending()), len(q.Answers))
+	done := 0
+	for _, m := range q.Submitted.Models {
+		_, answered := q.Answers[m.Key()]
+		_, failed := q.Failures[m.Key()]
+		if answered || failed {
+			done++
+		}
+	}
+	return AggregatingAfterAnswers(q.Submitted.Mode, len(q.Submitted.Models), done, len(q.Answers))
 }
 
 // Pending returns the selected models that have neither answered nor failed, in

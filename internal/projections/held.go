@@ -31,16 +31,11 @@ type heldDoc struct {
 	since time.Time
 }
 
-// forget empties the set.
-func (h *heldSet) forget() {
-	h.docs, h.oldest, h.next, h.stale = map[string]heldDoc{}, 0, time.Time{}, false
-}
-
 // hold adds id, changed from the event at seq on, at now; a document held
 // already stays held from its first change.
 func (h *heldSet) hold(id string, seq uint64, now time.Time) {
 	if h.docs == nil {
-		h.forget()
+		h.docs = map[string]heldDoc{}
 	}
 	if _, ok := h.docs[id]; ok {
 		return
