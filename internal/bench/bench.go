@@ -832,6 +832,11 @@ func replay(ctx context.Context, store *eventstore.Store) (int64, float64, error
 				return err
 			}
 			if applied.Add(int64(len(recs))) == total {
+				// Until every document is stored: the last batch's
+				// writes are still on their way.
+				if _, _, err := status.Flush(ctx, true); err != nil {
+					return err
+				}
 				close(finished)
 			}
 			return nil

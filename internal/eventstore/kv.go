@@ -168,29 +168,80 @@ func (b *Bucket) Watch(ctx context.Context, put func(key string, value []byte)) 
 // PutAll writes entries with asynchronous publishes and waits for every
 // acknowledgement: a batch costs one round trip, not one per entry.
 func (b *Bucket) PutAll(ctx context.Context, entries []Entry) error {
-	futures := make([]jetstream.PubAckFuture, 0, len(entries))
+	puts, err := b.PutAsync(entries)
+	if err != nil {
+		return err
+	}
+	return puts.Wait(ctx)
+}
+
+// PutAsync publishes entries, in order, and returns without waiting for
+// their acknowledgements: the caller goes on with other work while the
+// server stores them, and learns the outcome from Wait or Done. An error
+// means some entries may not have been published.
+func (b *Bucket) PutAsync(entries []Entry) (*Puts, error) {
+	p := &Puts{bucket: b.name, futures: make([]jetstream.PubAckFuture, 0, len(entries))}
 	for _, e := range entries {
 		f, err := b.store.js.PublishAsync("$KV."+b.name+"."+e.Key, e.Value)
 		if err != nil {
-			return classify("put "+b.name, err)
+			return nil, classify("put "+b.name, err)
 		}
-		futures = append(futures, f)
+		p.futures = append(p.futures, f)
+	}
+	return p, nil
+}
+
+// Puts are the writes of one PutAsync, some of which may not be
+// acknowledged yet. It is used by one goroutine at a time.
+type Puts struct {
+	bucket  string
+	futures []jetstream.PubAckFuture
+	// next is the first write whose acknowledgement was not seen: each
+	// future's answer can be received once.
+	next int
+	err  error
+}
+
+// Wait waits for every acknowledgement and returns nil when every entry is
+// stored, or the first failure (then some may be stored, some not).
+func (p *Puts) Wait(ctx context.Context) error {
+	if p.next == len(p.futures) || p.err != nil {
+		return p.err
 	}
 	// An acknowledgement lost with a leader that went down never comes.
 	timeout := time.NewTimer(requestTimeout)
 	defer timeout.Stop()
-	for _, f := range futures {
+	for ; p.next < len(p.futures); p.next++ {
+		f := p.futures[p.next]
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			return classify("put "+b.name, err)
+			p.err = classify("put "+p.bucket, err)
+			return p.err
 		case <-timeout.C:
-			return fmt.Errorf("put %s: no acknowledgement after %s: %w", b.name, requestTimeout, ErrUnavailable)
+			p.err = fmt.Errorf("put %s: no acknowledgement after %s: %w", p.bucket, requestTimeout, ErrUnavailable)
+			return p.err
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 	return nil
+}
+
+// Done reports, without waiting, whether every acknowledgement has come,
+// and when it has, the first failure, as Wait would return it.
+func (p *Puts) Done() (bool, error) {
+	for ; p.next < len(p.futures) && p.err == nil; p.next++ {
+		f := p.futures[p.next]
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			p.err = classify("put "+p.bucket, err)
+		default:
+			return false, nil
+		}
+	}
+	return true, p.err
 }
 
 // GetLatest reads the value of key from the bucket's stream leader, never

@@ -53,6 +53,21 @@ func (h *heldSet) hold(id string, seq uint64, now time.Time) {
 	}
 }
 
+// from returns the event from which id's change is held, and whether it
+// is held.
+func (h *heldSet) from(id string) (uint64, bool) {
+	d, ok := h.docs[id]
+	return d.seq, ok
+}
+
+// earlier returns the older of two events, 0 standing for none.
+func earlier(a, b uint64) uint64 {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
+}
+
 // unhold takes id out of the set: its document was stored.
 func (h *heldSet) unhold(id string) {
 	if _, ok := h.docs[id]; ok {

@@ -49,11 +49,27 @@ func TestRunningDocumentWaitsItsEndDoesNot(t *testing.T) {
 
 	apply(t, p, []events.Record{record(4, events.ProgressReported{Stage: "synthesis", Percent: 80})}, false)
 	apply(t, p, []events.Record{record(5, events.QueryCompleted{})}, false)
-	if got := storedDoc(t, store, "req_1"); got.Seq != 5 || !got.Result.Terminal() {
-		t.Fatalf("after the query's end the document is at %d (terminal %v); want 5, stored with its batch", got.Seq, got.Result.Terminal())
-	}
-	if held, _, err := p.Flush(ctx, false); err != nil || held != 0 {
-		t.Fatalf("after the end Flush = %d, %v; want nothing held (the end stored the held change too)", held, err)
+	// The end's batch writes the document (no Flush); until the write is
+	// acknowledged, Flush counts it as held.
+	storetest.WaitFor(t, 10*time.Second, "the ended query's document, written by its batch", func() bool {
+		got := storedDoc(t, store, "req_1")
+		return got.Seq == 5 && got.Result.Terminal()
+	})
+	flushedTo(t, p, 0)
+}
+
+// flushedTo waits until p's Flush, storing only what is due, reports held
+// as the oldest event held: the last batch's writes acknowledged.
+func flushedTo(t *testing.T, p *QueryStatus, held uint64) {
+	t.Helper()
+	var got uint64
+	var err error
+	storetest.WaitFor(t, 10*time.Second, "the oldest held event", func() bool {
+		got, _, err = p.Flush(context.Background(), false)
+		return err != nil || got == held
+	})
+	if err != nil || got != held {
+		t.Fatalf("Flush = %d, %v; want %d", got, err, held)
 	}
 }
 
@@ -249,7 +265,48 @@ func TestFlushReportsTheNextOldestOnceTheOldestEnds(t *testing.T) {
 		t.Fatalf("Flush = %d, %v; want 1 (req_1's submission)", held, err)
 	}
 	apply(t, p, []events.Record{rec(5, "req_1", events.QueryCompleted{})}, false)
-	if held, _, err := p.Flush(ctx, false); err != nil || held != 2 {
-		t.Fatalf("after req_1 ended Flush = %d, %v; want 2 (req_2's submission)", held, err)
+	// req_2's submission, once req_1's document is stored.
+	flushedTo(t, p, 2)
+}
+
+// A batch's documents are written while the next batch is applied: until
+// their writes are acknowledged Flush counts them as held, and a document
+// whose write failed is held again, due at once, with every change since:
+// the next Flush stores it, and meanwhile the checkpoint stays before its
+// first event.
+func TestDocumentWhoseWriteFailedIsHeldAgain(t *testing.T) {
+	t.Parallel()
+	store := storetest.Open(t)
+	ctx := context.Background()
+	p := &QueryStatus{Store: store, Every: time.Hour}
+	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
+	apply(t, p, []events.Record{record(1, events.QuerySubmitted{RequestID: "req_1", AccountID: "acct_1", Mode: events.ModeUnify, Models: []events.ModelRef{m}})}, false)
+	apply(t, p, []events.Record{record(2, events.QueryStarted{}), record(3, events.ModelAnswered{Model: m, Answer: "A"})}, false)
+	if err := storetest.JetStream(t, store).DeleteKeyValue(ctx, eventstore.BucketQueryStatus); err != nil {
+		t.Fatal(err)
+	}
+	// The end: written by its batch, into no bucket.
+	apply(t, p, []events.Record{record(4, events.QueryCompleted{})}, false)
+	var held uint64
+	var due time.Time
+	var err error
+	storetest.WaitFor(t, 10*time.Second, "the failed write held again", func() bool {
+		held, due, err = p.Flush(ctx, false)
+		return err != nil || time.Until(due) > settleAfter
+	})
+	if err == nil || held != 1 {
+		t.Fatalf("Flush without the bucket = %d, %v; want 1 (the submission, held since the first batch) and the store's error", held, err)
+	}
+	if err := store.ResetQueryStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if held, _, err := p.Flush(ctx, false); err != nil || held != 0 {
+		t.Fatalf("Flush with the bucket back = %d, %v; want the held document stored at once", held, err)
+	}
+	if got := storedDoc(t, store, "req_1"); got.Seq != 4 || !got.Result.Terminal() || len(got.Result.Models) != 1 || got.Result.Models[0].Status != ModelAnswered {
+		t.Fatalf("stored document at %d (terminal %v, models %+v); want 4, ended, with the answer", got.Seq, got.Result.Terminal(), got.Result.Models)
+	}
+	if _, cached := p.cache["req_1"]; cached {
+		t.Fatal("the ended query's document stayed cached after it was stored")
 	}
 }

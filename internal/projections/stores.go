@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -51,6 +52,21 @@ type QueryStatus struct {
 	// fresh is whether the bucket was empty when this run began (a
 	// rebuild): then nothing is stored for a query but what this run wrote.
 	fresh bool
+	// writing are the documents the last batch stored, while their
+	// acknowledgements may be on the way: the next batch is applied
+	// meanwhile (see settle).
+	writing *docWrites
+}
+
+// docWrites are the documents one batch stored: each one's version as
+// written and the first event of the batch applied to it.
+type docWrites struct {
+	puts *eventstore.Puts
+	at   time.Time // when they were written
+	docs map[string]heldDoc
+	// oldest is the oldest of the docs' events: the checkpoint stays
+	// before it until every write is acknowledged.
+	oldest uint64
 }
 
 // HandleBatch applies query events in stream order.
@@ -59,7 +75,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 		// Another process may have run the projection since this run's
 		// predecessor filled the cache: the stored documents are the truth.
 		p.cache, p.run, p.tails = map[string]*QueryDoc{}, run, map[string]indexTail{}
-		p.held = heldSet{every: p.Every}
+		p.held, p.writing = heldSet{every: p.Every}, nil
 		empty, err := p.Store.QueryStatus.Empty(ctx)
 		if err != nil {
 			p.run = nil // asked again with the batch's retry
@@ -135,18 +151,29 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 		}
 		entries = append(entries, eventstore.Entry{Key: id, Value: data})
 	}
-	if err := p.Store.QueryStatus.PutAll(ctx, entries); err != nil {
+	// The documents of the batch before are stored by now, or held again.
+	if err := p.settle(ctx, true); err != nil {
 		return err
 	}
-	for _, id := range order {
-		if doc := changed[id]; doc.Result.Terminal() {
-			delete(p.cache, id)
-		} else {
-			p.cache[id] = doc
-		}
+	puts, err := p.Store.QueryStatus.PutAsync(entries)
+	if err != nil {
+		return err
 	}
-	for _, e := range entries {
-		p.held.unhold(e.Key)
+	maps.Copy(p.cache, changed)
+	if len(entries) > 0 {
+		w := &docWrites{puts: puts, at: now, docs: make(map[string]heldDoc, len(entries))}
+		for _, e := range entries {
+			// A document held since an earlier batch (its write failed)
+			// is written now with every change since then.
+			seq := from[e.Key]
+			if h, ok := p.held.from(e.Key); ok {
+				seq = min(seq, h)
+			}
+			w.docs[e.Key] = heldDoc{seq: seq, since: now}
+			w.oldest = earlier(w.oldest, seq)
+			p.held.unhold(e.Key)
+		}
+		p.writing = w
 	}
 	for _, id := range hold {
 		p.held.hold(id, from[id], now)
@@ -154,17 +181,74 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 	return nil
 }
 
+// settle learns the outcome of the last batch's document writes, waiting
+// for it when wait is set; without wait, a write still on its way leaves
+// them as they are. A stored document of an ended query leaves the cache
+// (the next event of the query, if any, reads the stored one); a document
+// that was not stored is held again, due at once, so that Flush stores it
+// (its query's newest version, whatever the batch after applied), and the
+// runner's checkpoint stays before its events.
+func (p *QueryStatus) settle(ctx context.Context, wait bool) error {
+	w := p.writing
+	if w == nil {
+		return nil
+	}
+	var err error
+	if wait {
+		err = w.puts.Wait(ctx)
+	} else {
+		var done bool
+		if done, err = w.puts.Done(); !done {
+			return nil
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		return err // not settled: asked again
+	}
+	p.writing = nil
+	for id, d := range w.docs {
+		if err != nil {
+			p.held.hold(id, d.seq, time.Time{})
+		} else if _, held := p.held.from(id); !held && p.cache[id].Result.Terminal() {
+			delete(p.cache, id)
+		}
+	}
+	return nil
+}
+
 // Flush stores the documents whose changes were held for Every (all of
 // them when all is set); see Deferring. Changes held by an earlier run are
 // dropped, not stored: another process may have run the projection since,
-// and this run applies their events again from its checkpoint.
+// and this run applies their events again from its checkpoint. The last
+// batch's documents count as held until their writes are acknowledged, due
+// settleAfter after they were written: a Flush from then on waits for the
+// acknowledgements.
 func (p *QueryStatus) Flush(ctx context.Context, all bool) (uint64, time.Time, error) {
 	if runOf(ctx) != p.run {
-		p.held = heldSet{every: p.Every}
+		p.held, p.writing = heldSet{every: p.Every}, nil
 		return 0, time.Time{}, nil
 	}
-	return p.held.flush(ctx, p.Store.QueryStatus, all, func(id string) ([]byte, error) { return p.cache[id].Encode() }, nil)
+	// A settle that failed (ctx ended while it waited) leaves the writes
+	// counted as held.
+	var serr error
+	if w := p.writing; w != nil {
+		serr = p.settle(ctx, all || time.Since(w.at) >= settleAfter)
+	}
+	held, due, err := p.held.flush(ctx, p.Store.QueryStatus, all, func(id string) ([]byte, error) { return p.cache[id].Encode() }, func(id string) {
+		if p.cache[id].Result.Terminal() {
+			delete(p.cache, id) // an ended query whose write had failed
+		}
+	})
+	if w := p.writing; w != nil {
+		held, due = earlier(held, w.oldest), w.at.Add(settleAfter)
+	}
+	return held, due, errors.Join(serr, err)
 }
+
+// settleAfter is how long after a batch writes its documents a runner that
+// has no next batch waits for their acknowledgements (a next batch waits for
+// them before it writes its own).
+const settleAfter = 2 * time.Millisecond
 
 // load returns the current document of id, to which r applies next:
 // cached, stored, or empty. A submitted event starts its query, so nothing
