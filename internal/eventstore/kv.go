@@ -168,7 +168,7 @@ func (b *Bucket) Watch(ctx context.Context, put func(key string, value []byte)) 
 // PutAll writes entries with asynchronous publishes and waits for every
 // acknowledgement: a batch costs one round trip, not one per entry.
 func (b *Bucket) PutAll(ctx context.Context, entries []Entry) error {
-	puts, err := b.PutAsync(entries)
+	puts, err := b.PutAsync(ctx, entries)
 	if err != nil {
 		return err
 	}
@@ -177,13 +177,15 @@ func (b *Bucket) PutAll(ctx context.Context, entries []Entry) error {
 
 // PutAsync publishes entries, in order, and returns without waiting for
 // their acknowledgements: the caller goes on with other work while the
-// server stores them, and learns the outcome from Wait or Done. An error
-// means some entries may not have been published.
-func (b *Bucket) PutAsync(entries []Entry) (*Puts, error) {
+// server stores them, and learns the outcome from Wait or Done. When a
+// publish fails, it waits for the answers of those published before it
+// (see Wait), then returns the error.
+func (b *Bucket) PutAsync(ctx context.Context, entries []Entry) (*Puts, error) {
 	p := &Puts{bucket: b.name, futures: make([]jetstream.PubAckFuture, 0, len(entries))}
 	for _, e := range entries {
 		f, err := b.store.js.PublishAsync("$KV."+b.name+"."+e.Key, e.Value)
 		if err != nil {
+			_ = p.Wait(ctx)
 			return nil, classify("put "+b.name, err)
 		}
 		p.futures = append(p.futures, f)
@@ -191,24 +193,27 @@ func (b *Bucket) PutAsync(entries []Entry) (*Puts, error) {
 	return p, nil
 }
 
-// Puts are the writes of one PutAsync, some of which may not be
-// acknowledged yet. It is used by one goroutine at a time.
+// Puts are the writes of one PutAsync, some of which may not be answered
+// yet. It is used by one goroutine at a time.
 type Puts struct {
 	bucket  string
 	futures []jetstream.PubAckFuture
-	// next is the first write whose acknowledgement was not seen: each
-	// future's answer can be received once.
+	// next is the first write whose answer was not seen: each future's
+	// answer can be received once.
 	next int
-	err  error
+	err  error // the first failure seen
 }
 
-// Wait waits for every acknowledgement and returns nil when every entry is
-// stored, or the first failure (then some may be stored, some not).
+// Wait waits until every write is answered and returns nil when every
+// entry is stored, or the first failure. It waits for every answer, not
+// only up to the first failure: a write the client is still retrying
+// could otherwise land after a newer value of its key, written by a caller
+// that took the failure for the end. It returns early only when ctx ends,
+// or when an answer is lost (none after requestTimeout).
 func (p *Puts) Wait(ctx context.Context) error {
-	if p.next == len(p.futures) || p.err != nil {
+	if p.next == len(p.futures) {
 		return p.err
 	}
-	// An acknowledgement lost with a leader that went down never comes.
 	timeout := time.NewTimer(requestTimeout)
 	defer timeout.Stop()
 	for ; p.next < len(p.futures); p.next++ {
@@ -216,32 +221,37 @@ func (p *Puts) Wait(ctx context.Context) error {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			p.err = classify("put "+p.bucket, err)
-			return p.err
+			p.failed(err)
 		case <-timeout.C:
-			p.err = fmt.Errorf("put %s: no acknowledgement after %s: %w", p.bucket, requestTimeout, ErrUnavailable)
-			return p.err
+			return fmt.Errorf("put %s: no acknowledgement after %s: %w", p.bucket, requestTimeout, ErrUnavailable)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	return nil
+	return p.err
 }
 
-// Done reports, without waiting, whether every acknowledgement has come,
-// and when it has, the first failure, as Wait would return it.
+// Done reports, without waiting, whether every write is answered, and
+// when it is, what Wait returns.
 func (p *Puts) Done() (bool, error) {
-	for ; p.next < len(p.futures) && p.err == nil; p.next++ {
+	for ; p.next < len(p.futures); p.next++ {
 		f := p.futures[p.next]
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			p.err = classify("put "+p.bucket, err)
+			p.failed(err)
 		default:
 			return false, nil
 		}
 	}
 	return true, p.err
+}
+
+// failed keeps the first failure.
+func (p *Puts) failed(err error) {
+	if p.err == nil {
+		p.err = classify("put "+p.bucket, err)
+	}
 }
 
 // GetLatest reads the value of key from the bucket's stream leader, never

@@ -310,3 +310,55 @@ func TestDocumentWhoseWriteFailedIsHeldAgain(t *testing.T) {
 		t.Fatal("the ended query's document stayed cached after it was stored")
 	}
 }
+
+// Until a batch's document writes are answered, Flush counts them as held
+// from their first event: the checkpoint stays before it. Without their
+// bucket, the writes take the client's retries (about half a second) to
+// fail.
+func TestUnansweredDocumentWriteHoldsTheCheckpoint(t *testing.T) {
+	t.Parallel()
+	store := storetest.Open(t)
+	ctx := context.Background()
+	p := &QueryStatus{Store: store, Every: time.Hour}
+	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
+	apply(t, p, []events.Record{record(1, events.QuerySubmitted{RequestID: "req_1", AccountID: "acct_1", Mode: events.ModeUnify, Models: []events.ModelRef{m}})}, false)
+	if held, _, err := p.Flush(ctx, true); err != nil || held != 0 {
+		t.Fatalf("Flush(all) = %d, %v; want the submission stored", held, err)
+	}
+	if err := storetest.JetStream(t, store).DeleteKeyValue(ctx, eventstore.BucketQueryStatus); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, p, []events.Record{record(2, events.QueryFailed{Code: "provider_error", Message: "x"})}, false)
+	if held, _, _ := p.Flush(ctx, false); held != 2 {
+		t.Fatalf("Flush while the end's write is unanswered = %d; want 2, its event", held)
+	}
+}
+
+// A later event of an ended query whose document write is not answered
+// yet applies to the document in memory, not to what the bucket holds:
+// here an emptied bucket, read before the write's retry could land.
+func TestLaterEventOfAnEndedQueryAppliesToItsCachedDocument(t *testing.T) {
+	t.Parallel()
+	store := storetest.Open(t)
+	ctx := context.Background()
+	p := &QueryStatus{Store: store, Every: time.Hour}
+	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
+	apply(t, p, []events.Record{
+		record(1, events.QuerySubmitted{RequestID: "req_1", AccountID: "acct_1", Mode: events.ModeUnify, Models: []events.ModelRef{m}}),
+		record(2, events.QueryStarted{}), record(3, events.ModelAnswered{Model: m, Answer: "A"}),
+	}, false)
+	if err := storetest.JetStream(t, store).DeleteKeyValue(ctx, eventstore.BucketQueryStatus); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, p, []events.Record{record(4, events.QueryFailed{Code: "provider_error", Message: "x"})}, false)
+	if err := store.ResetQueryStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, p, []events.Record{record(5, events.CreditsSettled{ChargedMicros: 2_000_000})}, false)
+	flushedTo(t, p, 0)
+	got := storedDoc(t, store, "req_1")
+	if got.Seq != 5 || got.Result.Status != events.StatusFailed || len(got.Result.Models) != 1 || got.Result.Models[0].Status != ModelAnswered ||
+		got.Result.Credits.Charged == nil || *got.Result.Credits.Charged != 2 {
+		t.Fatalf("stored document at %d, status %s, models %+v, charged %v; want 5, failed, the answer, 2 credits", got.Seq, got.Result.Status, got.Result.Models, got.Result.Credits.Charged)
+	}
+}

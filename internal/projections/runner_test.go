@@ -206,4 +206,12 @@ func TestQueryStatusRetryStartsFromTheCachedDocument(t *testing.T) {
 	if len(got) != 2 || len(got[1].Answers) != 1 || len(want[1].Answers) != 1 {
 		t.Fatalf("round 2 after one revision: %+v (a fresh fold: %+v)", got, want)
 	}
+	// The retried batch's change is stored, not taken for applied by the
+	// failed try.
+	if _, _, err := p.Flush(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if doc := storedDoc(t, store, "req_retry"); doc.Seq != revised[0].Seq || len(doc.Result.Justify.Rounds) != 2 {
+		t.Fatalf("stored document at %d with %d rounds; want %d with 2", doc.Seq, len(doc.Result.Justify.Rounds), revised[0].Seq)
+	}
 }

@@ -155,7 +155,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 	if err := p.settle(ctx, true); err != nil {
 		return err
 	}
-	puts, err := p.Store.QueryStatus.PutAsync(entries)
+	puts, err := p.Store.QueryStatus.PutAsync(ctx, entries)
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (p *QueryStatus) settle(ctx context.Context, wait bool) error {
 	for id, d := range w.docs {
 		if err != nil {
 			p.held.hold(id, d.seq, time.Time{})
-		} else if _, held := p.held.from(id); !held && p.cache[id].Result.Terminal() {
+		} else if _, held := p.held.from(id); !held && ended(p.cache[id]) {
 			delete(p.cache, id)
 		}
 	}
@@ -235,7 +235,7 @@ func (p *QueryStatus) Flush(ctx context.Context, all bool) (uint64, time.Time, e
 		serr = p.settle(ctx, all || time.Since(w.at) >= settleAfter)
 	}
 	held, due, err := p.held.flush(ctx, p.Store.QueryStatus, all, func(id string) ([]byte, error) { return p.cache[id].Encode() }, func(id string) {
-		if p.cache[id].Result.Terminal() {
+		if ended(p.cache[id]) {
 			delete(p.cache, id) // an ended query whose write had failed
 		}
 	})
@@ -244,6 +244,9 @@ func (p *QueryStatus) Flush(ctx context.Context, all bool) (uint64, time.Time, e
 	}
 	return held, due, errors.Join(serr, err)
 }
+
+// ended reports whether doc is the document of an ended query.
+func ended(doc *QueryDoc) bool { return doc != nil && doc.Result.Terminal() }
 
 // settleAfter is how long after a batch writes its documents a runner that
 // has no next batch waits for their acknowledgements (a next batch waits for
