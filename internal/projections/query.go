@@ -367,9 +367,6 @@ func FoldQuery(recs []events.Record) *QueryDoc {
 	return d
 }
 
-// Encode returns the stored form of d.
-func (d *QueryDoc) Encode() ([]byte, error) { return json.Marshal(d) }
-
 // StoredQuery is the stored form read back with the result kept as bytes, so a
 // poll answers without re-encoding.
 type StoredQuery struct {
