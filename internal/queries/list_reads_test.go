@@ -86,6 +86,10 @@ func projectSubmissions(t *testing.T, p *projections.QueryStatus, seq *uint64, a
 		}
 	}
 	flush()
+	// The last batch's documents are stored once their writes are answered.
+	if _, _, err := p.Flush(ctx, true); err != nil {
+		t.Fatal(err)
+	}
 	return ids
 }
 
