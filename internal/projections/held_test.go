@@ -25,7 +25,7 @@ func TestRunningDocumentWaitsItsEndDoesNot(t *testing.T) {
 	p := &QueryStatus{Store: store, Every: time.Hour}
 	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
 
-	apply(t, p, []events.Record{record(1, events.QuerySubmitted{RequestID: "req_1", AccountID: "acct_1", Mode: events.ModeUnify, Models: []events.ModelRef{m}})}, false)
+	apply(t, p, []events.Record{submittedReq1(m)}, false)
 	if got := storedDoc(t, store, "req_1").Seq; got != 0 {
 		t.Fatalf("the submission was stored with its batch (document at %d); want it held", got)
 	}
@@ -160,7 +160,7 @@ func TestALaterRunDoesNotStoreAnEarlierRunsHeldChanges(t *testing.T) {
 	p := &QueryStatus{Store: store, Every: time.Hour}
 	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
 	first := context.WithValue(context.Background(), runKey{}, new(byte))
-	if err := p.HandleBatch(first, []events.Record{record(1, events.QuerySubmitted{RequestID: "req_1", AccountID: "acct_1", Mode: events.ModeUnify, Models: []events.ModelRef{m}})}); err != nil {
+	if err := p.HandleBatch(first, []events.Record{submittedReq1(m)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.HandleBatch(first, []events.Record{record(2, events.QueryStarted{})}); err != nil {
@@ -280,7 +280,7 @@ func TestDocumentWhoseWriteFailedIsHeldAgain(t *testing.T) {
 	ctx := context.Background()
 	p := &QueryStatus{Store: store, Every: time.Hour}
 	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
-	apply(t, p, []events.Record{record(1, events.QuerySubmitted{RequestID: "req_1", AccountID: "acct_1", Mode: events.ModeUnify, Models: []events.ModelRef{m}})}, false)
+	apply(t, p, []events.Record{submittedReq1(m)}, false)
 	apply(t, p, []events.Record{record(2, events.QueryStarted{}), record(3, events.ModelAnswered{Model: m, Answer: "A"})}, false)
 	if err := storetest.JetStream(t, store).DeleteKeyValue(ctx, eventstore.BucketQueryStatus); err != nil {
 		t.Fatal(err)
@@ -321,7 +321,7 @@ func TestUnansweredDocumentWriteHoldsTheCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	p := &QueryStatus{Store: store, Every: time.Hour}
 	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
-	apply(t, p, []events.Record{record(1, events.QuerySubmitted{RequestID: "req_1", AccountID: "acct_1", Mode: events.ModeUnify, Models: []events.ModelRef{m}})}, false)
+	apply(t, p, []events.Record{submittedReq1(m)}, false)
 	if held, _, err := p.Flush(ctx, true); err != nil || held != 0 {
 		t.Fatalf("Flush(all) = %d, %v; want the submission stored", held, err)
 	}
@@ -344,7 +344,7 @@ func TestLaterEventOfAnEndedQueryAppliesToItsCachedDocument(t *testing.T) {
 	p := &QueryStatus{Store: store, Every: time.Hour}
 	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
 	apply(t, p, []events.Record{
-		record(1, events.QuerySubmitted{RequestID: "req_1", AccountID: "acct_1", Mode: events.ModeUnify, Models: []events.ModelRef{m}}),
+		submittedReq1(m),
 		record(2, events.QueryStarted{}), record(3, events.ModelAnswered{Model: m, Answer: "A"}),
 	}, false)
 	if err := storetest.JetStream(t, store).DeleteKeyValue(ctx, eventstore.BucketQueryStatus); err != nil {
@@ -361,4 +361,10 @@ func TestLaterEventOfAnEndedQueryAppliesToItsCachedDocument(t *testing.T) {
 		got.Result.Credits.Charged == nil || *got.Result.Credits.Charged != 2 {
 		t.Fatalf("stored document at %d, status %s, models %+v, charged %v; want 5, failed, the answer, 2 credits", got.Seq, got.Result.Status, got.Result.Models, got.Result.Credits.Charged)
 	}
+}
+
+// submittedReq1 is the submission of req_1, a unify query of m, at
+// sequence 1.
+func submittedReq1(m events.ModelRef) events.Record {
+	return record(1, events.QuerySubmitted{RequestID: "req_1", AccountID: "acct_1", Mode: events.ModeUnify, Models: []events.ModelRef{m}})
 }
