@@ -58,12 +58,12 @@ type QueryStatus struct {
 	writing *docWrites
 }
 
-// docWrites are the documents one batch stored: each one's version as
-// written and the first event of the batch applied to it.
+// docWrites are the documents one batch stored, each with the oldest event
+// of the change written.
 type docWrites struct {
 	puts *eventstore.Puts
 	at   time.Time // when they were written
-	docs map[string]heldDoc
+	docs map[string]uint64
 	// oldest is the oldest of the docs' events: the checkpoint stays
 	// before it until every write is acknowledged.
 	oldest uint64
@@ -161,7 +161,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 	}
 	maps.Copy(p.cache, changed)
 	if len(entries) > 0 {
-		w := &docWrites{puts: puts, at: now, docs: make(map[string]heldDoc, len(entries))}
+		w := &docWrites{puts: puts, at: now, docs: make(map[string]uint64, len(entries))}
 		for _, e := range entries {
 			// A document held since an earlier batch (its write failed)
 			// is written now with every change since then.
@@ -169,7 +169,7 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 			if h, ok := p.held.from(e.Key); ok {
 				seq = min(seq, h)
 			}
-			w.docs[e.Key] = heldDoc{seq: seq, since: now}
+			w.docs[e.Key] = seq
 			w.oldest = earlier(w.oldest, seq)
 			p.held.unhold(e.Key)
 		}
@@ -206,9 +206,9 @@ func (p *QueryStatus) settle(ctx context.Context, wait bool) error {
 		return err // not settled: asked again
 	}
 	p.writing = nil
-	for id, d := range w.docs {
+	for id, seq := range w.docs {
 		if err != nil {
-			p.held.hold(id, d.seq, time.Time{})
+			p.held.hold(id, seq, time.Time{})
 		} else if _, held := p.held.from(id); !held && ended(p.cache[id]) {
 			delete(p.cache, id)
 		}
