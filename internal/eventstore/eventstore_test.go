@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -271,53 +270,5 @@ func BenchmarkLoad(b *testing.B) {
 				}
 			})
 		}
-	}
-}
-
-// An ordered consumer whose filter is the stream's whole subject space is
-// created without it (the server then counts its pending messages without
-// walking the stream's subjects) and delivers every event; a narrower
-// filter is kept.
-func TestOrderedLeavesOutAFilterOfTheWholeStream(t *testing.T) {
-	t.Parallel()
-	store := storetest.Open(t)
-	ctx := context.Background()
-	appendProgress(t, store, "req_1", 3)
-	appendProgress(t, store, "req_2", 2)
-	js := storetest.JetStream(t, store)
-	for _, c := range []struct {
-		filter string
-		want   int
-		kept   bool
-	}{{"ev.query.>", 5, false}, {"ev.query.req_2.>", 2, true}} {
-		got := make(chan eventstore.Message, 10)
-		cc, err := store.Queries.Ordered(ctx, []string{c.filter}, 0, 16, func(m eventstore.Message) { got <- m }, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range c.want {
-			select {
-			case m := <-got:
-				if i == c.want-1 && m.Pending != 0 {
-					t.Errorf("%s: the last event has %d pending after it", c.filter, m.Pending)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("%s: %d of %d events delivered", c.filter, i, c.want)
-			}
-		}
-		st, err := js.Stream(ctx, eventstore.StreamQueries)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var filters []string
-		for info := range st.ListConsumers(ctx).Info() {
-			filters = append(filters, info.Config.FilterSubject)
-			filters = append(filters, info.Config.FilterSubjects...)
-		}
-		if kept := slices.Contains(filters, c.filter); kept != c.kept {
-			t.Errorf("consumer filters %q for %s; want the filter kept: %v", filters, c.filter, c.kept)
-		}
-		cc.Stop()
-		<-cc.Closed()
 	}
 }

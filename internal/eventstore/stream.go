@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -106,13 +105,6 @@ func (c *Consumption) Closed() <-chan struct{} { return c.cc.Closed() }
 // at a time. handle runs on the consumer's goroutine; onRestart, when set,
 // is told of each error that made the consumer restart.
 func (st *Stream) Ordered(ctx context.Context, filters []string, after uint64, batch int, handle func(Message), onRestart func(error)) (*Consumption, error) {
-	// Filters that are the stream's whole subject space are left out: the
-	// server then counts the new consumer's pending messages without
-	// walking every subject the stream holds (a rebuild's first event came
-	// ~5 ms sooner on ~100,000 events).
-	if slices.Equal(filters, st.s.CachedInfo().Config.Subjects) {
-		filters = nil
-	}
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if after > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
