@@ -82,16 +82,8 @@ func (d *QueryDoc) appendJSON(b []byte) (_ []byte, ok bool) {
 		b = append(b, ']')
 	}
 	if s := r.Synthesis; s != nil {
-		b = append(b, `,"synthesis":{"provider":`...)
-		b = appendString(b, s.Provider)
-		b = append(b, `,"model_id":`...)
-		b = appendString(b, s.ModelID)
-		if s.CustomModel != "" {
-			b = append(b, `,"custom_model":`...)
-			b = appendString(b, s.CustomModel)
-		}
-		b = append(b, `,"simulated":`...)
-		b = strconv.AppendBool(b, s.Simulated)
+		b = append(b, `,"synthesis":`...)
+		b = appendModelRef(b, s.Provider, s.ModelID, s.CustomModel, s.Simulated)
 		b = append(b, `,"usage":`...)
 		b = appendUsage(b, s.Usage)
 		b = append(b, `,"credits":`...)
@@ -137,16 +129,7 @@ func appendModel(b []byte, m *ModelResult) (_ []byte, ok bool) {
 	if m.Error != nil || len(m.Files) > 0 || len(m.ToolCalls) > 0 {
 		return b, false
 	}
-	b = append(b, `{"provider":`...)
-	b = appendString(b, m.Provider)
-	b = append(b, `,"model_id":`...)
-	b = appendString(b, m.ModelID)
-	if m.CustomModel != "" {
-		b = append(b, `,"custom_model":`...)
-		b = appendString(b, m.CustomModel)
-	}
-	b = append(b, `,"simulated":`...)
-	b = strconv.AppendBool(b, m.Simulated)
+	b = appendModelRef(b, m.Provider, m.ModelID, m.CustomModel, m.Simulated)
 	b = append(b, `,"status":`...)
 	b = appendString(b, m.Status)
 	if m.Answer != "" {
@@ -177,6 +160,22 @@ func appendModel(b []byte, m *ModelResult) (_ []byte, ok bool) {
 	b = append(b, `,"latency_ms":`...)
 	b = strconv.AppendInt(b, m.LatencyMS, 10)
 	return append(b, '}'), true
+}
+
+// appendModelRef opens the object of a model's result or of the synthesis
+// with the fields both begin with: provider, model_id, custom_model (when
+// set) and simulated.
+func appendModelRef(b []byte, provider, modelID, customModel string, simulated bool) []byte {
+	b = append(b, `{"provider":`...)
+	b = appendString(b, provider)
+	b = append(b, `,"model_id":`...)
+	b = appendString(b, modelID)
+	if customModel != "" {
+		b = append(b, `,"custom_model":`...)
+		b = appendString(b, customModel)
+	}
+	b = append(b, `,"simulated":`...)
+	return strconv.AppendBool(b, simulated)
 }
 
 func appendAnswer(b []byte, a *events.Answer) []byte {

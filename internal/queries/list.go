@@ -285,13 +285,9 @@ func (s *Service) summary(ctx context.Context, acct, id string) (apiv1.QuerySumm
 	entry, err := s.docBucket().Get(ctx, id)
 	switch {
 	case errors.Is(err, eventstore.ErrNotFound):
-		_, recs, err := s.Store.LoadQuery(ctx, id)
-		if err != nil || len(recs) == 0 {
+		doc, err := s.fold(ctx, id)
+		if err != nil || doc == nil || doc.AccountID != acct {
 			return apiv1.QuerySummary{}, false, err
-		}
-		doc := projections.FoldQuery(recs)
-		if doc.AccountID != acct {
-			return apiv1.QuerySummary{}, false, nil
 		}
 		return doc.Result.Summary(), true, nil
 	case err != nil:

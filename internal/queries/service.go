@@ -255,16 +255,22 @@ func (s *Service) read(ctx context.Context, id string) (json.RawMessage, string,
 	case !errors.Is(err, eventstore.ErrNotFound):
 		return nil, "", err
 	}
-	_, recs, err := s.Store.LoadQuery(ctx, id)
-	if err != nil {
+	doc, err := s.fold(ctx, id)
+	if err != nil || doc == nil {
 		return nil, "", err
 	}
-	if len(recs) == 0 {
-		return nil, "", nil
-	}
-	doc := projections.FoldQuery(recs)
 	raw, err := json.Marshal(doc.Result)
 	return raw, doc.AccountID, err
+}
+
+// fold folds query id from its events, for a query whose document the
+// projection has not stored yet; nil when the query has no events.
+func (s *Service) fold(ctx context.Context, id string) (*projections.QueryDoc, error) {
+	_, recs, err := s.Store.LoadQuery(ctx, id)
+	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	return projections.FoldQuery(recs), nil
 }
 
 // Quote is a pre-flight estimate beside the account's credits.
