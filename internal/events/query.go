@@ -341,7 +341,7 @@ type Query struct {
 	Evidence      []EvidenceRetrieved
 	Assessed      map[string]ClaimsAssessed
 	Verdicts      *VerdictsGiven
-	// StepFailures are the steps the query went on without, by StepFailed.Key.
+	// StepFailures are the recorded step failures, by StepFailed.Key.
 	StepFailures map[string]StepFailed
 	Status       string
 	LastSeq      uint64
@@ -357,6 +357,9 @@ type Query struct {
 	ChargedMicros *int64
 	// FailedAttempts counts the attempt_failed events.
 	FailedAttempts int
+	// GivenUp says the last attempt_failed was the last attempt allowed
+	// (retry_in_ms 0): the query ends failed with internal_error.
+	GivenUp bool
 	// CancelRequested is whether the query's owner asked to stop it
 	// (cancel_requested): it then ends failed with code cancelled.
 	CancelRequested bool
@@ -418,7 +421,7 @@ func (q *Query) Apply(r Record) {
 		q.Settled = &e
 		q.ChargedMicros = &e.ChargedMicros
 	case AttemptFailed:
-		q.FailedAttempts = e.Attempt
+		q.FailedAttempts, q.GivenUp = e.Attempt, e.RetryInMS == 0
 	case QueryCancelRequested:
 		q.CancelRequested = true
 	case QueryCompleted:

@@ -14,8 +14,10 @@ const (
 // Steps of the modes: the one vocabulary of what a model call is for. A
 // provider request names its step (providers.Request.Purpose), the
 // estimate's calls name theirs (the role of POST /v1/estimate-cost), and
-// step_failed events name the steps that can fail without failing the query:
-// revise, find_disagreements, extract_claims, merge_claims and assess_claims.
+// step_failed events name the steps that can fail without failing the query
+// (revise, find_disagreements, extract_claims, merge_claims and
+// assess_claims) and the steps that write the one answer (synthesis,
+// rewrite), whose failure ends the query with aggregation_failed.
 // The values are persisted and on the wire: never change one.
 const (
 	StepAnswer            = "answer"
@@ -207,8 +209,9 @@ type VerdictsGiven struct {
 	Verdicts []Verdict `json:"verdicts"`
 }
 
-// StepFailed records a step that did not succeed and that the query goes on
-// without: what is missing from the result, and why.
+// StepFailed records a step that did not succeed and why: one the query goes
+// on without (what is missing from the result), or the writing of the one
+// answer (synthesis, rewrite), after which the query ends failed.
 type StepFailed struct {
 	Step           string    `json:"step"`
 	Model          *ModelRef `json:"model,omitempty"`

@@ -173,9 +173,14 @@ func (j *job) recordOutcome(ctx context.Context, ev events.Event, completed bool
 // failed reports whether step (of model ref, when not nil) was recorded as
 // failed.
 func (j *job) failed(step string, ref *events.ModelRef) bool {
-	var ok bool
-	j.read(func(q *events.Query) { _, ok = q.StepFailures[events.StepFailed{Step: step, Model: ref}.Key()] })
+	_, ok := j.failure(step, ref)
 	return ok
+}
+
+// failure returns the recorded failure of step (of model ref, when not nil).
+func (j *job) failure(step string, ref *events.ModelRef) (f events.StepFailed, ok bool) {
+	j.read(func(q *events.Query) { f, ok = q.StepFailures[events.StepFailed{Step: step, Model: ref}.Key()] })
+	return f, ok
 }
 
 // note records a step failure once: a resumed job that recorded it already
@@ -283,11 +288,18 @@ func (j *job) answered() ([]events.ModelAnswered, events.Event) {
 // finish records the query's one answer, once: a progress event with the
 // message progress (none when progress is empty: the events before mark
 // the stage, see events.AggregatingAfterAnswers), then the answer write
-// makes. A write that fails ends the query with aggregation_failed, naming
-// what failed; a job stopped meanwhile returns ctx's error.
-func (j *job) finish(ctx context.Context, progress, what string, write func() (events.Synthesized, error)) (events.Event, error) {
+// makes, a call of step by ref. A write that fails is recorded (step_failed)
+// and ends the query with aggregation_failed, naming what failed; a run
+// that finds that failure recorded ends the query the same way without
+// calling again. Recording it fences the job: another run of it that makes
+// the same call on the same events cannot record an answer the settlement
+// would not charge. A job stopped meanwhile returns ctx's error.
+func (j *job) finish(ctx context.Context, progress, step string, ref events.ModelRef, write func() (events.Synthesized, error)) (events.Event, error) {
 	if j.q.Synthesis != nil {
 		return events.QueryCompleted{}, nil
+	}
+	if f, ok := j.failure(step, &ref); ok {
+		return notWritten(f), nil
 	}
 	if progress != "" {
 		if err := j.progress(ctx, events.StageAggregating, 85, progress); err != nil {
@@ -299,13 +311,28 @@ func (j *job) finish(ctx context.Context, progress, what string, write func() (e
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return events.QueryFailed{Code: apperr.AggregationFailed, Message: what + " failed: " + err.Error()}, nil
+		f := stepFailed(step, &ref, err)
+		if err := j.recordOutcome(ctx, f, true); err != nil {
+			return nil, err
+		}
+		return notWritten(f), nil
 	}
 	j.read(func(q *events.Query) { syn.ToolCalls = events.AgreeToolCalls(q) })
 	if err := j.recordOutcome(ctx, syn, true); err != nil {
 		return nil, err
 	}
 	return events.QueryCompleted{}, nil
+}
+
+// notWritten is the ending of a query whose one answer could not be
+// written: f, its recorded failure.
+func notWritten(f events.StepFailed) events.QueryFailed {
+	what := "the final answer"
+	if f.Step == events.StepSynthesis {
+		what = "the synthesis"
+	}
+	cause := &providers.Error{Class: f.Class, Status: f.UpstreamStatus, Message: f.Message}
+	return events.QueryFailed{Code: apperr.AggregationFailed, Message: fmt.Sprintf("%s failed: %s: %s", what, f.Model.Key(), cause)}
 }
 
 // writeAnswer has ref write the final answer from input (the `answer`
@@ -316,7 +343,7 @@ func (m *Models) writeAnswer(ctx context.Context, ref events.ModelRef, instructi
 	}
 	mt, err := m.ask(ctx, ref, events.StepRewrite, instructions, input, &providers.Schema{Name: SchemaAnswer, JSON: AnswerSchema}, &out)
 	if err != nil {
-		return events.Synthesized{}, fmt.Errorf("%s: %w", ref.Key(), err)
+		return events.Synthesized{}, err
 	}
 	return events.Synthesized{Model: ref, Answer: events.Answer{Text: out.Answer, Conflicts: conflicts},
 		Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, nil

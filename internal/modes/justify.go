@@ -99,7 +99,7 @@ func (m *Justify) Run(ctx context.Context, q *events.Query, emit Emit) (events.E
 	if err := m.deliberate(ctx, j, answers); err != nil {
 		return nil, err
 	}
-	return j.finish(ctx, "writing the answer from the revised answers and the resolutions", "the final answer", func() (events.Synthesized, error) {
+	return j.finish(ctx, "writing the answer from the revised answers and the resolutions", events.StepRewrite, answers[0].Model, func() (events.Synthesized, error) {
 		return m.conclude(ctx, j, answers)
 	})
 }

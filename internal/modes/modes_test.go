@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/crosscheck/crosscheck/internal/events"
@@ -205,5 +206,56 @@ func TestAnonymiseRemovesBrandsInAnyCase(t *testing.T) {
 		if strings.Contains(strings.ToLower(got), name) {
 			t.Fatalf("%q still names %s", got, name)
 		}
+	}
+}
+
+// A synthesis that fails is recorded (step_failed) before the query ends
+// aggregation_failed; a run that finds it recorded ends the query the same
+// way and calls no model.
+func TestFailedSynthesisIsRecordedAndNotMadeAgain(t *testing.T) {
+	var calls atomic.Int64
+	set := providers.Set{}
+	for _, key := range []string{"provider_a", "provider_b"} {
+		set[key] = providers.ProviderFunc(func(ctx context.Context, req *providers.Request) (*providers.Response, error) {
+			calls.Add(1)
+			if req.Purpose == events.StepSynthesis {
+				return nil, &providers.Error{Class: providers.ClassServerError, Status: 503, Message: "overloaded"}
+			}
+			return &providers.Response{Text: "an answer from " + key, Usage: events.Usage{InputTokens: 1, OutputTokens: 1}}, nil
+		})
+	}
+	m := &Unify{Models: Models{Providers: set}}
+	q := &events.Query{}
+	q.Apply(events.Record{Event: events.QuerySubmitted{RequestID: "req_1", Mode: events.ModeUnify, Prompt: "Which?",
+		Models: []events.ModelRef{{Provider: "provider_a", ModelID: "a"}, {Provider: "provider_b", ModelID: "b"}}}})
+	var (
+		mu       sync.Mutex
+		recorded []events.Event
+	)
+	emit := func(_ context.Context, ev events.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		recorded = append(recorded, ev)
+		return nil
+	}
+	ending, err := m.Run(context.Background(), q, emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := events.QueryFailed{Code: "aggregation_failed", Message: "the synthesis failed: provider_a: server_error (upstream status 503): overloaded"}
+	f, ok := recorded[len(recorded)-1].(events.StepFailed)
+	if ending != want || !ok || f.Step != events.StepSynthesis || f.Model == nil || f.Model.Provider != "provider_a" || f.UpstreamStatus != 503 {
+		t.Fatalf("ending %+v, last event %+v; want %+v after the synthesis's step_failed", ending, recorded[len(recorded)-1], want)
+	}
+	for _, ev := range recorded {
+		q.Apply(events.Record{Event: ev})
+	}
+	calls.Store(0)
+	again, err := m.Run(context.Background(), q, func(_ context.Context, ev events.Event) error {
+		t.Errorf("the resumed run recorded %T", ev)
+		return nil
+	})
+	if err != nil || again != want || calls.Load() != 0 {
+		t.Fatalf("resumed: %+v, %v, %d calls; want %+v and no call", again, err, calls.Load(), want)
 	}
 }

@@ -63,7 +63,7 @@ func (u *Unify) Run(ctx context.Context, q *events.Query, emit Emit) (events.Eve
 		return ending, nil
 	}
 	// The last answer started the aggregating stage: no progress event.
-	return j.finish(ctx, "", "the synthesis", func() (events.Synthesized, error) {
+	return j.finish(ctx, "", events.StepSynthesis, answers[0].Model, func() (events.Synthesized, error) {
 		return u.synthesize(ctx, q.Submitted.Prompt, answers)
 	})
 }
@@ -87,10 +87,10 @@ func (u *Unify) synthesize(ctx context.Context, prompt string, answers []events.
 	mt, err := u.ask(ctx, first.Model, events.StepSynthesis, synthesisInstructions, b.String(),
 		&providers.Schema{Name: SchemaSynthesis, JSON: SynthesisSchema}, &out)
 	if err != nil {
-		return events.Synthesized{}, fmt.Errorf("%s: %w", first.Model.Key(), err)
+		return events.Synthesized{}, err
 	}
 	if strings.TrimSpace(out.Answer) == "" {
-		return events.Synthesized{}, fmt.Errorf("%s returned an empty answer", first.Model.Key())
+		return events.Synthesized{}, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the answer is empty"}
 	}
 	if out.Conflicts == nil {
 		out.Conflicts = []events.Conflict{}

@@ -133,7 +133,7 @@ func (m *Verify) Run(ctx context.Context, q *events.Query, emit Emit) (events.Ev
 	if err := m.crossCheck(ctx, j, answers); err != nil {
 		return nil, err
 	}
-	return j.finish(ctx, "rewriting the answer to agree with the verdicts", "the final answer", func() (events.Synthesized, error) {
+	return j.finish(ctx, "rewriting the answer to agree with the verdicts", events.StepRewrite, answers[0].Model, func() (events.Synthesized, error) {
 		return m.rewrite(ctx, j, answers)
 	})
 }

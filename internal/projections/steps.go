@@ -105,6 +105,8 @@ func StepFailure(e events.StepFailed) string {
 		events.StepExtractClaims:     "could not extract the claims of its answer; they are not checked",
 		events.StepMergeClaims:       "could not merge the claims; claims with the same text were merged",
 		events.StepAssessClaims:      "could not cross-check the claims it was given; the verdicts stand on the other checks",
+		events.StepSynthesis:         "could not write the synthesis; the query fails",
+		events.StepRewrite:           "could not write the final answer; the query fails",
 	}[e.Step]
 	if e.Class == "not_enough_answers" || e.Class == "too_many_claims" || e.Class == "self_assessed" {
 		return e.Message

@@ -8,6 +8,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/crosscheck/crosscheck/internal/accounts"
+	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/audit"
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
@@ -15,6 +17,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/ledger"
 	"github.com/crosscheck/crosscheck/internal/modes"
 	"github.com/crosscheck/crosscheck/internal/pricing"
+	"github.com/crosscheck/crosscheck/internal/projections"
 	"github.com/crosscheck/crosscheck/internal/providers"
 	"github.com/crosscheck/crosscheck/internal/providers/simulated"
 )
@@ -152,5 +155,187 @@ func TestKilledAfterTheSettlementEndsAsSettled(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d settlements, want 1", n)
+	}
+}
+
+// synthesisFails fails every synthesis call and answers the rest.
+type synthesisFails struct{ inner providers.Provider }
+
+func (p synthesisFails) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
+	if req.Purpose == events.StepSynthesis {
+		return nil, &providers.Error{Class: providers.ClassServerError, Message: "upstream 500"}
+	}
+	return p.inner.Complete(ctx, req)
+}
+
+// synthesisWaits holds every synthesis call until release is closed.
+type synthesisWaits struct {
+	inner   providers.Provider
+	calling chan struct{}
+	release chan struct{}
+}
+
+func (p synthesisWaits) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
+	if req.Purpose == events.StepSynthesis {
+		close(p.calling)
+		<-p.release
+	}
+	return p.inner.Complete(ctx, req)
+}
+
+// settledThen runs after once the query is settled.
+type settledThen struct {
+	Ledger
+	after func()
+}
+
+func (l settledThen) Settle(ctx context.Context, accountID, requestID string, calls []events.Call, ending *events.QueryEnding) (events.ChargesSettled, error) {
+	s, err := l.Ledger.Settle(ctx, accountID, requestID, calls, ending)
+	l.after()
+	return s, err
+}
+
+// Two workers on one job (redelivered while its first worker still ran):
+// the second one asks for the synthesis on the same events as the first,
+// which ends the query without one and settles it — its synthesis fails,
+// or JetStream gave the job up — and the second one's synthesis comes back
+// between that settlement and the first one's terminal event. Every call
+// the query records is charged by its one settlement, and the audit finds
+// nothing.
+func TestSynthesisAfterAnotherWorkerSettledIsNotRecorded(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		end  func(ctx context.Context, first *Worker, id string) error
+	}{
+		{"its synthesis fails", func(ctx context.Context, first *Worker, id string) error {
+			return first.run(ctx, id, nil, nil, &attempt{})
+		}},
+		{"the job is given up", func(ctx context.Context, first *Worker, id string) error {
+			return first.exhausted(ctx, id, 30)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) { synthesisAfterSettlement(t, c.end) })
+	}
+}
+
+func synthesisAfterSettlement(t *testing.T, end func(ctx context.Context, first *Worker, id string) error) {
+	const id = "req_01M8000000000000000000000S"
+	store, led, acct := reserved(t, id)
+	ctx := context.Background()
+	a, b := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}, events.ModelRef{Provider: catalog.ProviderB, ModelID: "sim-beta-standard"}
+	usage := events.Usage{InputTokens: 16, OutputTokens: 52}
+	for _, ev := range []events.Event{
+		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "who settles?", Models: []events.ModelRef{a, b}},
+		events.QueryStarted{},
+		events.ModelAnswered{Model: a, Answer: "one", Usage: usage, CostMicros: led.Estimator.Cost(a, usage)},
+		events.ModelAnswered{Model: b, Answer: "two", Usage: usage, CostMicros: led.Estimator.Cost(b, usage)},
+	} {
+		env, _ := events.Wrap(events.AggregateQuery, id, ev, time.Now())
+		if _, err := store.Append(ctx, env, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unify := func(p providers.Provider) map[string]Mode {
+		return map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{
+			catalog.ProviderA: p, catalog.ProviderB: simulated.New(catalog.ProviderB, 0)}}}}
+	}
+	held := synthesisWaits{inner: simulated.New(catalog.ProviderA, 0), calling: make(chan struct{}), release: make(chan struct{})}
+	second := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led, Modes: unify(held)}
+	secondDone := make(chan error, 1)
+	go func() { secondDone <- second.run(ctx, id, nil, nil, &attempt{}) }()
+	<-held.calling // the second run has loaded the query and asks for the synthesis
+	var secondErr error
+	first := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Modes: unify(synthesisFails{simulated.New(catalog.ProviderA, 0)}),
+		Ledger: settledThen{Ledger: led, after: func() {
+			close(held.release)
+			secondErr = <-secondDone
+		}}}
+	firstErr := end(ctx, first, id)
+	t.Logf("first run: %v; second run: %v", firstErr, secondErr)
+	for _, err := range []error{firstErr, secondErr} {
+		if err != nil && err != errYield {
+			t.Fatal(err)
+		}
+	}
+	// Whichever run was left to end it, the query ends.
+	for _, w := range []*Worker{first, second} {
+		if err := w.run(ctx, id, nil, nil, &attempt{}); err != nil && err != errYield {
+			t.Fatal(err)
+		}
+	}
+	q, _, err := store.LoadQuery(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := led.Settlement(ctx, acct, id)
+	if err != nil || s == nil {
+		t.Fatalf("settlement %v, %v", s, err)
+	}
+	settled := map[string]bool{}
+	for _, c := range s.Calls {
+		settled[c.CallID] = true
+	}
+	for _, c := range q.Calls {
+		if !settled[c.ID] {
+			t.Errorf("call %s (%s, step %s) is recorded on the query and not charged by its settlement", c.ID, c.Model.Key(), c.Step)
+		}
+	}
+	if !q.Terminal() || q.ChargedMicros == nil || *q.ChargedMicros != s.ChargedMicros || (q.Synthesis != nil) != (q.Status == events.StatusCompleted) {
+		t.Errorf("status %s, synthesis recorded %v, charged %v; want ended, completed exactly when a synthesis is recorded, charged the settlement's %d",
+			q.Status, q.Synthesis != nil, q.ChargedMicros, s.ChargedMicros)
+	}
+	accountRecs, err := store.Load(ctx, store.Accounts, "ev.account.>", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&projections.Balances{Store: store}).HandleBatch(ctx, accountRecs); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := audit.Run(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Errorf("audit: %v", rep.Problems)
+	}
+}
+
+// A job given up (its last attempt_failed recorded, retry_in_ms 0) whose
+// worker died before the settlement: the next run calls no model and ends
+// the query failed with internal_error, settled once, whatever its own
+// limit of failures.
+func TestRecordedGiveUpEndsTheQuery(t *testing.T) {
+	const id = "req_01M8000000000000000000000G"
+	store, led, acct := reserved(t, id)
+	ctx := context.Background()
+	a, b := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}, events.ModelRef{Provider: catalog.ProviderB, ModelID: "sim-beta-standard"}
+	usage := events.Usage{InputTokens: 16, OutputTokens: 52}
+	for _, ev := range []events.Event{
+		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "given up?", Models: []events.ModelRef{a, b}},
+		events.QueryStarted{},
+		events.ModelAnswered{Model: a, Answer: "one", Usage: usage, CostMicros: led.Estimator.Cost(a, usage)},
+		events.AttemptFailed{Attempt: 1, Message: "the service could not run this query (30 attempts); submit it again"},
+	} {
+		env, _ := events.Wrap(events.AggregateQuery, id, ev, time.Now())
+		if _, err := store.Append(ctx, env, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &counted{inner: simulated.New(catalog.ProviderA, 0)}
+	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led, MaxFailures: 10,
+		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: c, catalog.ProviderB: c}}}}}
+	if err := w.run(ctx, id, nil, nil, &attempt{}); err != nil {
+		t.Fatal(err)
+	}
+	q, _, err := store.LoadQuery(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := led.Settlement(ctx, acct, id)
+	if err != nil || s == nil || len(s.Calls) != 1 {
+		t.Fatalf("settlement %+v, %v; want one charging the recorded answer", s, err)
+	}
+	if q.Status != events.StatusFailed || q.FailureCode != apperr.Internal || c.n.Load() != 0 || q.ChargedMicros == nil || *q.ChargedMicros != s.ChargedMicros {
+		t.Fatalf("status %s %s, %d model calls, charged %v; want failed %s, no call, charged %d", q.Status, q.FailureCode, c.n.Load(), q.ChargedMicros, apperr.Internal, s.ChargedMicros)
 	}
 }

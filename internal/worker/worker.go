@@ -299,7 +299,7 @@ func (w *Worker) failed(ctx context.Context, msg *eventstore.Job, id string, kno
 	last := n >= w.maxFailures()
 	ev := events.AttemptFailed{Attempt: n, Message: truncate(err.Error(), 500)}
 	if !last {
-		ev.RetryInMS = w.backoff(n).Milliseconds()
+		ev.RetryInMS = max(w.backoff(n).Milliseconds(), 1) // 0 says the last
 	}
 	env, werr := events.Wrap(events.AggregateQuery, id, ev, w.Now())
 	if werr == nil {
@@ -360,9 +360,20 @@ func (a *attempt) last() uint64 {
 	return a.em.q.LastSeq
 }
 
+// givenUp is how a job that cannot be run ends.
+type givenUp struct {
+	failure events.QueryFailed
+	// record says the give-up is not on the query yet (JetStream stopped
+	// delivering the job): the run appends it (attempt_failed, the last)
+	// before it settles, conditional on the query's last event, so that a
+	// worker still running the job records nothing after the state the
+	// settlement charges.
+	record bool
+}
+
 // runSafely runs a job and turns a panic on its goroutine into an error, so
 // one bad job fails alone and is retried like any other failure.
-func (w *Worker) runSafely(ctx context.Context, id string, first *events.Record, giveUp *events.QueryFailed, a *attempt) (err error) {
+func (w *Worker) runSafely(ctx context.Context, id string, first *events.Record, giveUp *givenUp, a *attempt) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			w.Log.Error().Str("request_id", id).Str("stack", string(debug.Stack())).Msgf("worker: job panicked: %v", p)
@@ -372,16 +383,23 @@ func (w *Worker) runSafely(ctx context.Context, id string, first *events.Record,
 	return w.run(ctx, id, first, giveUp, a)
 }
 
-// giveUp ends a job that cannot be run: it is settled as failed (its
-// recorded calls charged, its reservation released) unless it had already
-// settled, in which case that ending stands.
+// giveUp ends a job that cannot be run, whose last failed attempt is
+// recorded: it is settled as failed (its recorded calls charged, its
+// reservation released) unless it had already settled, in which case that
+// ending stands.
 func (w *Worker) giveUp(ctx context.Context, id string, attempts int) error {
-	return w.runSafely(ctx, id, nil, cannotRun(attempts), &attempt{})
+	return w.runSafely(ctx, id, nil, &givenUp{failure: cannotRun(attempts)}, &attempt{})
+}
+
+// exhausted ends a job JetStream stopped delivering after deliveries, like
+// giveUp, recording the give-up first.
+func (w *Worker) exhausted(ctx context.Context, id string, deliveries int) error {
+	return w.runSafely(ctx, id, nil, &givenUp{failure: cannotRun(deliveries), record: true}, &attempt{})
 }
 
 // cannotRun is the ending of a query given up after attempts.
-func cannotRun(attempts int) *events.QueryFailed {
-	return &events.QueryFailed{Code: apperr.Internal, Message: fmt.Sprintf("the service could not run this query (%d attempts); submit it again", attempts)}
+func cannotRun(attempts int) events.QueryFailed {
+	return events.QueryFailed{Code: apperr.Internal, Message: fmt.Sprintf("the service could not run this query (%d attempts); submit it again", attempts)}
 }
 
 // maxDeliveriesAdvisory is the part of JetStream's max-deliveries advisory
@@ -410,7 +428,7 @@ func (w *Worker) watchExhausted(ctx, jobCtx context.Context) (*eventstore.Consum
 		}
 		id := events.AggregateID(raw.Subject)
 		w.Log.Error().Str("request_id", id).Int("deliveries", adv.Deliveries).Msg("worker: JetStream stopped delivering this job; ending it as failed")
-		if err := w.giveUp(jobCtx, id, adv.Deliveries); err != nil {
+		if err := w.exhausted(jobCtx, id, adv.Deliveries); err != nil {
 			w.Log.Error().Err(err).Str("request_id", id).Msg("worker: could not end the exhausted job; trying again")
 			m.NakWithDelay(5 * time.Second)
 			return
@@ -467,7 +485,7 @@ var errYield = errors.New("another worker is running this query")
 // charge. first, when set, is the query's only event, which saves the load.
 // giveUp, when set, ends the query with that failure instead of running its
 // mode (a settlement already recorded wins).
-func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveUp *events.QueryFailed, a *attempt) error {
+func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveUp *givenUp, a *attempt) error {
 	q := &events.Query{}
 	var err error
 	if first != nil {
@@ -508,7 +526,7 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 // steps not yet recorded. A run that is not the query's first (resumed)
 // looks for the settlement first: a run that settled the query may have
 // died before its terminal event, and what is settled is not run again.
-func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveUp *events.QueryFailed, resumed bool) (events.Event, error) {
+func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveUp *givenUp, resumed bool) (events.Event, error) {
 	if q.Settled != nil {
 		return q.Settled.Terminal(), nil
 	}
@@ -524,12 +542,18 @@ func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveU
 	if q.CancelRequested {
 		return events.Cancelled(), nil
 	}
-	if giveUp == nil && q.FailedAttempts >= w.maxFailures() {
-		// The last attempt failed and its worker could not end the query.
-		giveUp = cannotRun(q.FailedAttempts)
+	if giveUp == nil && (q.GivenUp || q.FailedAttempts >= w.maxFailures()) {
+		// The last attempt failed, or JetStream gave the job up, and the
+		// worker could not end the query.
+		giveUp = &givenUp{failure: cannotRun(q.FailedAttempts)}
 	}
 	if giveUp != nil {
-		return *giveUp, nil
+		if giveUp.record {
+			if err := em.emit(ctx, events.AttemptFailed{Attempt: q.FailedAttempts + 1, Message: giveUp.failure.Message}); err != nil {
+				return nil, err
+			}
+		}
+		return giveUp.failure, nil
 	}
 	mode, ok := w.Modes[q.Submitted.Mode]
 	if !ok {
