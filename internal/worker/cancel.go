@@ -86,5 +86,5 @@ func (w *Worker) endIfCancelled(ctx context.Context, id string, err error, a *at
 		return err
 	}
 	w.Log.Info().Str("request_id", id).Msg("worker: the query was cancelled; ending it")
-	return w.runSafely(ctx, id, nil, nil, a)
+	return w.runSafely(ctx, id, nil, "", a)
 }

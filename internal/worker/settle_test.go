@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,7 +66,7 @@ func TestKilledBeforeTheSettlementChargesOnce(t *testing.T) {
 	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
 		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: c}}}}}
 	for range 2 { // the redelivery, then one more
-		if err := w.run(ctx, id, nil, nil, &attempt{}); err != nil {
+		if err := w.run(ctx, id, nil, "", &attempt{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,7 +132,7 @@ func TestKilledAfterTheSettlementEndsAsSettled(t *testing.T) {
 	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
 		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: c, catalog.ProviderB: c}}}}}
 	for range 2 { // the redelivery, then one more
-		if err := w.run(ctx, id, nil, nil, &attempt{}); err != nil {
+		if err := w.run(ctx, id, nil, "", &attempt{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -198,38 +200,45 @@ func (l settledThen) Settle(ctx context.Context, accountID, requestID string, ca
 // Two workers on one job (redelivered while its first worker still ran):
 // the second one asks for the synthesis on the same events as the first,
 // which ends the query without one and settles it — its synthesis fails,
-// or JetStream gave the job up — and the second one's synthesis comes back
-// between that settlement and the first one's terminal event. Every call
-// the query records is charged by its one settlement, and the audit finds
-// nothing.
+// JetStream gave the job up, its own limit of failures (lower than the
+// second's) is reached, or it does not run the query's mode — and the
+// second one's synthesis comes back between that settlement and the first
+// one's terminal event. Every call the query records is charged by its one
+// settlement, and the audit finds nothing.
 func TestSynthesisAfterAnotherWorkerSettledIsNotRecorded(t *testing.T) {
+	run := func(ctx context.Context, first *Worker, id string) error {
+		return first.run(ctx, id, nil, "", &attempt{})
+	}
 	for _, c := range []struct {
-		name string
-		end  func(ctx context.Context, first *Worker, id string) error
+		name      string
+		recorded  []events.Event
+		configure func(first *Worker)
+		end       func(ctx context.Context, first *Worker, id string) error
 	}{
-		{"its synthesis fails", func(ctx context.Context, first *Worker, id string) error {
-			return first.run(ctx, id, nil, nil, &attempt{})
-		}},
-		{"the job is given up", func(ctx context.Context, first *Worker, id string) error {
+		{"its synthesis fails", nil, func(*Worker) {}, run},
+		{"the job is given up", nil, func(*Worker) {}, func(ctx context.Context, first *Worker, id string) error {
 			return first.exhausted(ctx, id, 30)
 		}},
+		{"its limit of failures is reached", []events.Event{events.AttemptFailed{Attempt: 3, Message: "boom", RetryInMS: 4000}},
+			func(first *Worker) { first.MaxFailures = 3 }, run},
+		{"it does not run the mode", nil, func(first *Worker) { first.Modes = map[string]Mode{} }, run},
 	} {
-		t.Run(c.name, func(t *testing.T) { synthesisAfterSettlement(t, c.end) })
+		t.Run(c.name, func(t *testing.T) { synthesisAfterSettlement(t, c.recorded, c.configure, c.end) })
 	}
 }
 
-func synthesisAfterSettlement(t *testing.T, end func(ctx context.Context, first *Worker, id string) error) {
+func synthesisAfterSettlement(t *testing.T, recorded []events.Event, configure func(first *Worker), end func(ctx context.Context, first *Worker, id string) error) {
 	const id = "req_01M8000000000000000000000S"
 	store, led, acct := reserved(t, id)
 	ctx := context.Background()
 	a, b := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}, events.ModelRef{Provider: catalog.ProviderB, ModelID: "sim-beta-standard"}
 	usage := events.Usage{InputTokens: 16, OutputTokens: 52}
-	for _, ev := range []events.Event{
+	for _, ev := range append([]events.Event{
 		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "who settles?", Models: []events.ModelRef{a, b}},
 		events.QueryStarted{},
 		events.ModelAnswered{Model: a, Answer: "one", Usage: usage, CostMicros: led.Estimator.Cost(a, usage)},
 		events.ModelAnswered{Model: b, Answer: "two", Usage: usage, CostMicros: led.Estimator.Cost(b, usage)},
-	} {
+	}, recorded...) {
 		env, _ := events.Wrap(events.AggregateQuery, id, ev, time.Now())
 		if _, err := store.Append(ctx, env, nil); err != nil {
 			t.Fatal(err)
@@ -242,7 +251,7 @@ func synthesisAfterSettlement(t *testing.T, end func(ctx context.Context, first 
 	held := synthesisWaits{inner: simulated.New(catalog.ProviderA, 0), calling: make(chan struct{}), release: make(chan struct{})}
 	second := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led, Modes: unify(held)}
 	secondDone := make(chan error, 1)
-	go func() { secondDone <- second.run(ctx, id, nil, nil, &attempt{}) }()
+	go func() { secondDone <- second.run(ctx, id, nil, "", &attempt{}) }()
 	<-held.calling // the second run has loaded the query and asks for the synthesis
 	var secondErr error
 	first := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Modes: unify(synthesisFails{simulated.New(catalog.ProviderA, 0)}),
@@ -250,6 +259,7 @@ func synthesisAfterSettlement(t *testing.T, end func(ctx context.Context, first 
 			close(held.release)
 			secondErr = <-secondDone
 		}}}
+	configure(first)
 	firstErr := end(ctx, first, id)
 	t.Logf("first run: %v; second run: %v", firstErr, secondErr)
 	for _, err := range []error{firstErr, secondErr} {
@@ -259,7 +269,7 @@ func synthesisAfterSettlement(t *testing.T, end func(ctx context.Context, first 
 	}
 	// Whichever run was left to end it, the query ends.
 	for _, w := range []*Worker{first, second} {
-		if err := w.run(ctx, id, nil, nil, &attempt{}); err != nil && err != errYield {
+		if err := w.run(ctx, id, nil, "", &attempt{}); err != nil && err != errYield {
 			t.Fatal(err)
 		}
 	}
@@ -324,7 +334,7 @@ func TestRecordedGiveUpEndsTheQuery(t *testing.T) {
 	c := &counted{inner: simulated.New(catalog.ProviderA, 0)}
 	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led, MaxFailures: 10,
 		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: c, catalog.ProviderB: c}}}}}
-	if err := w.run(ctx, id, nil, nil, &attempt{}); err != nil {
+	if err := w.run(ctx, id, nil, "", &attempt{}); err != nil {
 		t.Fatal(err)
 	}
 	q, _, err := store.LoadQuery(ctx, id)
@@ -337,5 +347,61 @@ func TestRecordedGiveUpEndsTheQuery(t *testing.T) {
 	}
 	if q.Status != events.StatusFailed || q.FailureCode != apperr.Internal || c.n.Load() != 0 || q.ChargedMicros == nil || *q.ChargedMicros != s.ChargedMicros {
 		t.Fatalf("status %s %s, %d model calls, charged %v; want failed %s, no call, charged %d", q.Status, q.FailureCode, c.n.Load(), q.ChargedMicros, apperr.Internal, s.ChargedMicros)
+	}
+}
+
+// failingSettle fails the first n settlements.
+type failingSettle struct {
+	Ledger
+	n *atomic.Int64
+}
+
+func (l failingSettle) Settle(ctx context.Context, accountID, requestID string, calls []events.Call, ending *events.QueryEnding) (events.ChargesSettled, error) {
+	if l.n.Add(-1) >= 0 {
+		return events.ChargesSettled{}, errors.New("ledger unavailable")
+	}
+	return l.Ledger.Settle(ctx, accountID, requestID, calls, ending)
+}
+
+// The give-up of a job JetStream stopped delivering is recorded once, however
+// often its advisory is handled again (here after settlements that failed),
+// and the query ends as a give-up.
+func TestExhaustedJobRecordsItsGiveUpOnce(t *testing.T) {
+	const id = "req_01M8000000000000000000000X"
+	store, led, acct := reserved(t, id)
+	ctx := context.Background()
+	a := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}
+	for _, ev := range []events.Event{
+		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "exhausted?", Models: []events.ModelRef{a}},
+		events.QueryStarted{},
+	} {
+		env, _ := events.Wrap(events.AggregateQuery, id, ev, time.Now())
+		if _, err := store.Append(ctx, env, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var failing atomic.Int64
+	failing.Store(2)
+	c := &counted{inner: simulated.New(catalog.ProviderA, 0)}
+	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: failingSettle{led, &failing},
+		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: c}}}}}
+	for i := range 3 {
+		err := w.exhausted(ctx, id, 30)
+		if (err == nil) != (i == 2) {
+			t.Fatalf("handling %d: %v; want the settlement's error twice, then none", i+1, err)
+		}
+	}
+	q, recs, err := store.LoadQuery(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var giveUps int
+	for _, r := range recs {
+		if _, ok := r.Event.(events.AttemptFailed); ok {
+			giveUps++
+		}
+	}
+	if giveUps != 1 || q.Status != events.StatusFailed || q.FailureCode != apperr.Internal || c.n.Load() != 0 {
+		t.Fatalf("%d attempt_failed, status %s %s, %d model calls; want one give-up recorded, failed %s, no call", giveUps, q.Status, q.FailureCode, c.n.Load(), apperr.Internal)
 	}
 }

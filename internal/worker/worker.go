@@ -59,7 +59,7 @@ type Worker struct {
 	// MaxJobs bounds the jobs this worker runs at once; it pulls no more
 	// jobs than it has room for, so the others take the rest.
 	MaxJobs int
-	// MaxFailures is how many failed runs of a job (attempt_failed events)
+	// MaxFailures is how many failed runs of a job (each an attempt_failed)
 	// end it as failed (zero: DefaultMaxFailures). Hand-backs on shutdown
 	// and yields to another worker are not failures.
 	MaxFailures int
@@ -250,7 +250,7 @@ func (w *Worker) handle(ctx context.Context, msg *eventstore.Job) {
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
 	defer w.running.add(id, cancelRun)()
-	err := w.runSafely(runCtx, id, first, nil, a)
+	err := w.runSafely(runCtx, id, first, "", a)
 	if err != nil && ctx.Err() == nil && (errors.Is(err, errYield) || errors.Is(context.Cause(runCtx), errCancelRequested)) {
 		err = w.endIfCancelled(ctx, id, err, a)
 	}
@@ -317,7 +317,7 @@ func (w *Worker) failed(ctx context.Context, msg *eventstore.Job, id string, kno
 		msg.NakWithDelay(w.backoff(n))
 	default:
 		log.Error().Int("attempt", n).Msg("worker: job failed its last attempt; ending it as failed")
-		if gerr := w.giveUp(ctx, id, n); gerr != nil {
+		if gerr := w.end(ctx, id); gerr != nil {
 			// The next delivery finds the limit reached and ends it.
 			log.Error().AnErr("end", gerr).Msg("worker: could not end the failed job; it will be redelivered")
 			msg.NakWithDelay(w.backoff(n))
@@ -360,20 +360,9 @@ func (a *attempt) last() uint64 {
 	return a.em.q.LastSeq
 }
 
-// givenUp is how a job that cannot be run ends.
-type givenUp struct {
-	failure events.QueryFailed
-	// record says the give-up is not on the query yet (JetStream stopped
-	// delivering the job): the run appends it (attempt_failed, the last)
-	// before it settles, conditional on the query's last event, so that a
-	// worker still running the job records nothing after the state the
-	// settlement charges.
-	record bool
-}
-
 // runSafely runs a job and turns a panic on its goroutine into an error, so
 // one bad job fails alone and is retried like any other failure.
-func (w *Worker) runSafely(ctx context.Context, id string, first *events.Record, giveUp *givenUp, a *attempt) (err error) {
+func (w *Worker) runSafely(ctx context.Context, id string, first *events.Record, giveUp string, a *attempt) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			w.Log.Error().Str("request_id", id).Str("stack", string(debug.Stack())).Msgf("worker: job panicked: %v", p)
@@ -383,23 +372,23 @@ func (w *Worker) runSafely(ctx context.Context, id string, first *events.Record,
 	return w.run(ctx, id, first, giveUp, a)
 }
 
-// giveUp ends a job that cannot be run, whose last failed attempt is
-// recorded: it is settled as failed (its recorded calls charged, its
-// reservation released) unless it had already settled, in which case that
-// ending stands.
-func (w *Worker) giveUp(ctx context.Context, id string, attempts int) error {
-	return w.runSafely(ctx, id, nil, &givenUp{failure: cannotRun(attempts)}, &attempt{})
+// end runs a job whose last failed attempt is recorded: it ends the query
+// as failed, settled (its recorded calls charged, its reservation
+// released), unless it had settled already, in which case that ending
+// stands.
+func (w *Worker) end(ctx context.Context, id string) error {
+	return w.runSafely(ctx, id, nil, "", &attempt{})
 }
 
 // exhausted ends a job JetStream stopped delivering after deliveries, like
-// giveUp, recording the give-up first.
+// end, recording the give-up first.
 func (w *Worker) exhausted(ctx context.Context, id string, deliveries int) error {
-	return w.runSafely(ctx, id, nil, &givenUp{failure: cannotRun(deliveries), record: true}, &attempt{})
+	return w.runSafely(ctx, id, nil, fmt.Sprintf("JetStream stopped delivering this job after %d deliveries", deliveries), &attempt{})
 }
 
-// cannotRun is the ending of a query given up after attempts.
-func cannotRun(attempts int) events.QueryFailed {
-	return events.QueryFailed{Code: apperr.Internal, Message: fmt.Sprintf("the service could not run this query (%d attempts); submit it again", attempts)}
+// cannotRun is the ending of a query given up.
+func cannotRun() events.QueryFailed {
+	return events.QueryFailed{Code: apperr.Internal, Message: "the service could not run this query; submit it again"}
 }
 
 // maxDeliveriesAdvisory is the part of JetStream's max-deliveries advisory
@@ -483,9 +472,10 @@ var errYield = errors.New("another worker is running this query")
 // run loads the query and runs its mode to its end: settle the credits
 // (which records the ending), then append the terminal event with the
 // charge. first, when set, is the query's only event, which saves the load.
-// giveUp, when set, ends the query with that failure instead of running its
-// mode (a settlement already recorded wins).
-func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveUp *givenUp, a *attempt) error {
+// giveUp, when set, is why the query is given up instead of run: it ends
+// failed with internal_error, the give-up recorded first unless the query
+// records one already (a settlement already recorded wins).
+func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveUp string, a *attempt) error {
 	q := &events.Query{}
 	var err error
 	if first != nil {
@@ -523,10 +513,13 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 
 // decide returns how the query ends: the ending a settlement recorded, the
 // failure of a job given up, or what its mode decides after running the
-// steps not yet recorded. A run that is not the query's first (resumed)
+// steps not yet recorded. An ending that no recorded event decides (a
+// give-up, a mode this worker does not run) is recorded first, so that the
+// query is settled only on events that decide its ending (see
+// recordGiveUp). A run that is not the query's first (resumed)
 // looks for the settlement first: a run that settled the query may have
 // died before its terminal event, and what is settled is not run again.
-func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveUp *givenUp, resumed bool) (events.Event, error) {
+func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveUp string, resumed bool) (events.Event, error) {
 	if q.Settled != nil {
 		return q.Settled.Terminal(), nil
 	}
@@ -542,24 +535,39 @@ func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveU
 	if q.CancelRequested {
 		return events.Cancelled(), nil
 	}
-	if giveUp == nil && (q.GivenUp || q.FailedAttempts >= w.maxFailures()) {
-		// The last attempt failed, or JetStream gave the job up, and the
-		// worker could not end the query.
-		giveUp = &givenUp{failure: cannotRun(q.FailedAttempts)}
+	if giveUp == "" && q.FailedAttempts >= w.maxFailures() {
+		// This worker's limit, which the worker that recorded the last
+		// failure may not have had.
+		giveUp = fmt.Sprintf("the limit of %d failed attempts is reached", w.maxFailures())
 	}
-	if giveUp != nil {
-		if giveUp.record {
-			if err := em.emit(ctx, events.AttemptFailed{Attempt: q.FailedAttempts + 1, Message: giveUp.failure.Message}); err != nil {
-				return nil, err
-			}
+	if q.GivenUp {
+		return cannotRun(), nil
+	}
+	if giveUp != "" {
+		if err := w.recordGiveUp(ctx, q, em, giveUp); err != nil {
+			return nil, err
 		}
-		return giveUp.failure, nil
+		return cannotRun(), nil
 	}
 	mode, ok := w.Modes[q.Submitted.Mode]
 	if !ok {
-		return events.QueryFailed{Code: apperr.InvalidMode, Message: "this server does not run mode " + q.Submitted.Mode}, nil
+		ending := events.QueryFailed{Code: apperr.InvalidMode, Message: "this server does not run mode " + q.Submitted.Mode}
+		if err := w.recordGiveUp(ctx, q, em, ending.Message); err != nil {
+			return nil, err
+		}
+		return ending, nil
 	}
 	return mode.Run(ctx, q, em.emit)
+}
+
+// recordGiveUp records that the query is given up for reason, as its last
+// attempt_failed (retry_in_ms 0), before the query is settled. The append is
+// conditional on the query's last event, so a worker still running the job
+// (one stuck past its ack wait) records nothing after it: nothing the
+// settlement would not charge. A run that finds it ends the query without
+// calling a model.
+func (w *Worker) recordGiveUp(ctx context.Context, q *events.Query, em *emitter, reason string) error {
+	return em.emit(ctx, events.AttemptFailed{Attempt: q.FailedAttempts + 1, Message: reason})
 }
 
 // settle settles the query's credits on its account: every recorded call

@@ -83,12 +83,12 @@ func TestTwoWorkersOnOneJob(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, w := range []*Worker{newWorker(), newWorker()} {
-		wg.Go(func() { errs[i] = w.run(ctx, id, nil, nil, &attempt{}) })
+		wg.Go(func() { errs[i] = w.run(ctx, id, nil, "", &attempt{}) })
 	}
 	wg.Wait()
 	// The one that yielded finishes nothing; a redelivery would find the
 	// query ended. Run it once more as the redelivery would.
-	if err := newWorker().run(ctx, id, nil, nil, &attempt{}); err != nil {
+	if err := newWorker().run(ctx, id, nil, "", &attempt{}); err != nil {
 		t.Fatalf("redelivery: %v", err)
 	}
 	q, recs, err := store.LoadQuery(ctx, id)
@@ -134,7 +134,7 @@ func TestResumeAfterSettlementRunsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := w.run(ctx, id, nil, nil, &attempt{}); err != nil {
+	if err := w.run(ctx, id, nil, "", &attempt{}); err != nil {
 		t.Fatal(err)
 	}
 	q, recs, _ := store.LoadQuery(ctx, id)
@@ -167,7 +167,7 @@ func TestResumeAfterAnOlderBuildsSettlementRunsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := w.run(ctx, id, nil, nil, &attempt{}); err != nil {
+	if err := w.run(ctx, id, nil, "", &attempt{}); err != nil {
 		t.Fatal(err)
 	}
 	q, _, _ := store.LoadQuery(ctx, id)
