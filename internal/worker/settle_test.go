@@ -41,6 +41,25 @@ func reserved(t *testing.T, id string) (*eventstore.Store, *ledger.Service, stri
 	return store, led, view.ID
 }
 
+// recordEvents appends evs to query id, one after another, and returns the
+// query they make.
+func recordEvents(t *testing.T, store *eventstore.Store, id string, evs ...events.Event) *events.Query {
+	t.Helper()
+	q := &events.Query{}
+	for _, ev := range evs {
+		env, err := events.Wrap(events.AggregateQuery, id, ev, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		app, err := store.Append(context.Background(), env, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Apply(events.Record{Seq: app.Seq, Envelope: env, Event: ev})
+	}
+	return q
+}
+
 // A worker killed after its last model call was recorded and before the
 // settlement: the redelivered job calls no model again, settles the query
 // once with that call, and a further delivery changes nothing.
@@ -52,16 +71,11 @@ func TestKilledBeforeTheSettlementChargesOnce(t *testing.T) {
 	usage := events.Usage{InputTokens: 16, OutputTokens: 52}
 	cost := led.Estimator.Cost(model, usage)
 	// What the killed worker left: its one model call recorded, nothing settled.
-	for _, ev := range []events.Event{
+	recordEvents(t, store, id,
 		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "killed?", Models: []events.ModelRef{model}},
 		events.QueryStarted{},
 		events.ModelAnswered{Model: model, Answer: "an answer", Usage: usage, CostMicros: cost},
-	} {
-		env, _ := events.Wrap(events.AggregateQuery, id, ev, time.Now())
-		if _, err := store.Append(ctx, env, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
 	c := &counted{inner: simulated.New(catalog.ProviderA, 0)}
 	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
 		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: c}}}}}
@@ -109,20 +123,12 @@ func TestKilledAfterTheSettlementEndsAsSettled(t *testing.T) {
 	ctx := context.Background()
 	a, b := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}, events.ModelRef{Provider: catalog.ProviderB, ModelID: "sim-beta-standard"}
 	usage := events.Usage{InputTokens: 16, OutputTokens: 52}
-	q := &events.Query{}
-	for _, ev := range []events.Event{
+	q := recordEvents(t, store, id,
 		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "killed after?", Models: []events.ModelRef{a, b}},
 		events.QueryStarted{},
 		events.ModelAnswered{Model: a, Answer: "one", Usage: usage, CostMicros: led.Estimator.Cost(a, usage)},
 		events.ModelAnswered{Model: b, Answer: "two", Usage: usage, CostMicros: led.Estimator.Cost(b, usage)},
-	} {
-		env, _ := events.Wrap(events.AggregateQuery, id, ev, time.Now())
-		app, err := store.Append(ctx, env, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q.Apply(events.Record{Seq: app.Seq, Envelope: env, Event: ev})
-	}
+	)
 	ending := events.QueryFailed{Code: "aggregation_failed", Message: "the synthesis failed: provider_a: timeout"}
 	settled, err := led.Settle(ctx, acct, id, q.Calls, events.EndingOf(ending))
 	if err != nil {
@@ -233,17 +239,12 @@ func synthesisAfterSettlement(t *testing.T, recorded []events.Event, configure f
 	ctx := context.Background()
 	a, b := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}, events.ModelRef{Provider: catalog.ProviderB, ModelID: "sim-beta-standard"}
 	usage := events.Usage{InputTokens: 16, OutputTokens: 52}
-	for _, ev := range append([]events.Event{
+	recordEvents(t, store, id, append([]events.Event{
 		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "who settles?", Models: []events.ModelRef{a, b}},
 		events.QueryStarted{},
 		events.ModelAnswered{Model: a, Answer: "one", Usage: usage, CostMicros: led.Estimator.Cost(a, usage)},
 		events.ModelAnswered{Model: b, Answer: "two", Usage: usage, CostMicros: led.Estimator.Cost(b, usage)},
-	}, recorded...) {
-		env, _ := events.Wrap(events.AggregateQuery, id, ev, time.Now())
-		if _, err := store.Append(ctx, env, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	}, recorded...)...)
 	unify := func(p providers.Provider) map[string]Mode {
 		return map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{
 			catalog.ProviderA: p, catalog.ProviderB: simulated.New(catalog.ProviderB, 0)}}}}
@@ -320,17 +321,12 @@ func TestRecordedGiveUpEndsTheQuery(t *testing.T) {
 	ctx := context.Background()
 	a, b := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}, events.ModelRef{Provider: catalog.ProviderB, ModelID: "sim-beta-standard"}
 	usage := events.Usage{InputTokens: 16, OutputTokens: 52}
-	for _, ev := range []events.Event{
+	recordEvents(t, store, id,
 		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "given up?", Models: []events.ModelRef{a, b}},
 		events.QueryStarted{},
 		events.ModelAnswered{Model: a, Answer: "one", Usage: usage, CostMicros: led.Estimator.Cost(a, usage)},
 		events.AttemptFailed{Attempt: 1, Message: "the service could not run this query (30 attempts); submit it again"},
-	} {
-		env, _ := events.Wrap(events.AggregateQuery, id, ev, time.Now())
-		if _, err := store.Append(ctx, env, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
 	c := &counted{inner: simulated.New(catalog.ProviderA, 0)}
 	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led, MaxFailures: 10,
 		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: c, catalog.ProviderB: c}}}}}
@@ -371,15 +367,10 @@ func TestExhaustedJobRecordsItsGiveUpOnce(t *testing.T) {
 	store, led, acct := reserved(t, id)
 	ctx := context.Background()
 	a := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}
-	for _, ev := range []events.Event{
+	recordEvents(t, store, id,
 		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "exhausted?", Models: []events.ModelRef{a}},
 		events.QueryStarted{},
-	} {
-		env, _ := events.Wrap(events.AggregateQuery, id, ev, time.Now())
-		if _, err := store.Append(ctx, env, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	)
 	var failing atomic.Int64
 	failing.Store(2)
 	c := &counted{inner: simulated.New(catalog.ProviderA, 0)}
