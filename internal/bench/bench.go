@@ -153,7 +153,7 @@ func printTable(w io.Writer, r *benchResults) {
 		{"events_appended_per_s", "ev/s", "≥ 0.5 × limit", r.EventsAppendedPerS, r.SyncAlways.EventsAppendedPerS},
 		{"unify_queries_per_s", "q/s", "≥ 1000", r.UnifyQueriesPerS, r.SyncAlways.UnifyQueriesPerS},
 		{"overhead_ms_p50", "ms", "", r.OverheadMsP50, r.SyncAlways.OverheadMsP50},
-		{"overhead_ms_p99", "ms", "≤ 5", r.OverheadMsP99, r.SyncAlways.OverheadMsP99},
+		{"overhead_ms_p99", "ms", "≤ 10", r.OverheadMsP99, r.SyncAlways.OverheadMsP99},
 		{"sse_first_event_ms_p99", "ms", "≤ 5", r.SSEFirstEventMsP99, r.SyncAlways.SSEFirstEventMsP99},
 		{"poll_get_per_s", "req/s", "≥ 20000", r.PollGetPerS, r.SyncAlways.PollGetPerS},
 		{"inflight_bytes_per_query", "B", "≤ 51200", r.InflightBytesPerQuery, r.SyncAlways.InflightBytesPerQuery},
