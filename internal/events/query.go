@@ -224,10 +224,13 @@ func (s CreditsSettled) Terminal() Event {
 }
 
 // AttemptFailed records a worker's run of the query that failed for a reason
-// of the service's own (a panic, a step that cannot handle the query's state)
-// and that is retried; the query ends failed with internal_error when the
-// worker's limit of failed attempts is reached. Models failing are not
-// attempts failing: they are model_failed and model_retried.
+// of the service's own (a panic, a step that cannot handle the query's state,
+// a mode the worker does not run) and that is retried; the query ends failed
+// with internal_error when the worker's limit of failed attempts is reached.
+// One with RetryInMS 0 is the query's give-up, also recorded without a failed
+// run when JetStream stopped delivering the job or a worker's own limit is
+// reached. Models failing are not attempts failing: they are model_failed and
+// model_retried.
 type AttemptFailed struct {
 	// Attempt counts the query's failed attempts, from 1.
 	Attempt int    `json:"attempt"`

@@ -268,21 +268,51 @@ func (j *job) answerAll(ctx context.Context, call func(ctx context.Context, m ev
 
 // answered returns the answers in selection order, or the provider_error
 // ending when no model answered.
-func (j *job) answered() ([]events.ModelAnswered, events.Event) {
-	var answers []events.ModelAnswered
-	var failures []string
-	j.read(func(q *events.Query) {
-		answers = q.Answered()
-		for _, m := range q.Submitted.Models {
-			if f, ok := q.Failures[m.Key()]; ok {
-				failures = append(failures, fmt.Sprintf("%s: %s", m.Key(), f.Class))
-			}
-		}
-	})
-	if len(answers) == 0 {
-		return nil, events.QueryFailed{Code: apperr.ProviderError, Message: "every selected model failed: " + strings.Join(failures, "; ")}
+func (j *job) answered() (answers []events.ModelAnswered, ending events.Event) {
+	j.read(func(q *events.Query) { answers, ending = answered(q) })
+	return answers, ending
+}
+
+// answered is job.answered of q.
+func answered(q *events.Query) ([]events.ModelAnswered, events.Event) {
+	answers := q.Answered()
+	if len(answers) > 0 {
+		return answers, nil
 	}
-	return answers, nil
+	var failures []string
+	for _, m := range q.Submitted.Models {
+		if f, ok := q.Failures[m.Key()]; ok {
+			failures = append(failures, fmt.Sprintf("%s: %s", m.Key(), f.Class))
+		}
+	}
+	return nil, events.QueryFailed{Code: apperr.ProviderError, Message: "every selected model failed: " + strings.Join(failures, "; ")}
+}
+
+// Decided returns the ending q's recorded events decide, whatever would
+// run next: completed once the one answer is recorded (synthesized),
+// aggregation_failed once its writing is recorded as failed, provider_error
+// once every model is recorded as failed. Every mode ends such a query so
+// without calling a model; so does a give-up, which must not undo what is
+// recorded and charged.
+func Decided(q *events.Query) (events.Event, bool) {
+	if q.Submitted == nil {
+		return nil, false
+	}
+	if q.Synthesis != nil {
+		return events.QueryCompleted{}, true
+	}
+	for _, f := range q.StepFailures {
+		if f.Step == events.StepSynthesis || f.Step == events.StepRewrite {
+			return notWritten(f), true
+		}
+	}
+	if len(q.Pending()) > 0 {
+		return nil, false
+	}
+	if _, ending := answered(q); ending != nil {
+		return ending, true
+	}
+	return nil, false
 }
 
 // finish records the query's one answer, once: a progress event with the

@@ -2,6 +2,7 @@ package modes
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,5 +258,39 @@ func TestFailedSynthesisIsRecordedAndNotMadeAgain(t *testing.T) {
 	})
 	if err != nil || again != want || calls.Load() != 0 {
 		t.Fatalf("resumed: %+v, %v, %d calls; want %+v and no call", again, err, calls.Load(), want)
+	}
+}
+
+// Decided is the ending every mode reaches from the recorded events without
+// a model call, and nothing while a call is still to be made.
+func TestDecided(t *testing.T) {
+	a, b := events.ModelRef{Provider: "provider_a", ModelID: "a"}, events.ModelRef{Provider: "provider_b", ModelID: "b"}
+	base := []events.Event{
+		events.QuerySubmitted{RequestID: "req_1", Mode: events.ModeJustify, Prompt: "Which?", Models: []events.ModelRef{a, b}},
+		events.QueryStarted{},
+	}
+	failedA := events.ModelFailed{Model: a, Class: providers.ClassServerError, Message: "down"}
+	for _, c := range []struct {
+		name   string
+		evs    []events.Event
+		ending events.Event
+	}{
+		{"a model still to answer", []events.Event{failedA}, nil},
+		{"an answer, not yet written up", []events.Event{failedA, events.ModelAnswered{Model: b, Answer: "x"}}, nil},
+		{"every model failed", []events.Event{failedA, events.ModelFailed{Model: b, Class: providers.ClassTimeout, Message: "slow"}},
+			events.QueryFailed{Code: "provider_error", Message: "every selected model failed: provider_a: server_error; provider_b: timeout"}},
+		{"the answer written", []events.Event{failedA, events.ModelAnswered{Model: b, Answer: "x"}, events.Synthesized{Model: b}}, events.QueryCompleted{}},
+		{"its writing failed", []events.Event{failedA, events.ModelAnswered{Model: b, Answer: "x"},
+			events.StepFailed{Step: events.StepRewrite, Model: &b, Class: providers.ClassServerError, Message: "down"}},
+			events.QueryFailed{Code: "aggregation_failed", Message: "the final answer failed: provider_b: server_error: down"}},
+	} {
+		q := &events.Query{}
+		for _, ev := range append(slices.Clone(base), c.evs...) {
+			q.Apply(events.Record{Event: ev})
+		}
+		ending, ok := Decided(q)
+		if ok != (c.ending != nil) || ending != c.ending {
+			t.Errorf("%s: %+v, %v; want %+v", c.name, ending, ok, c.ending)
+		}
 	}
 }

@@ -374,3 +374,25 @@ func TestWorkersShareTheQueueWithinTheirOwnLimits(t *testing.T) {
 		}
 	}
 }
+
+// A job given up on its last failure whose settlement then fails (a ledger
+// error that is not an outage) is not failed again: nothing is recorded
+// after its give-up, and a later run ends it.
+func TestGivenUpJobThatFailsToSettleRecordsNoMoreFailures(t *testing.T) {
+	store := storetest.Open(t)
+	mode := &scripted{script: func(int64, context.Context) (events.Event, error) {
+		return nil, errors.New("a step found the query in a state it cannot handle")
+	}}
+	var failing atomic.Int64
+	failing.Store(2)
+	led := &fakeLedger{debits: map[string]int{}}
+	w := newTestWorker(store, mode, led)
+	w.MaxFailures, w.Ledger = 1, failingSettle{Ledger: led, n: &failing}
+	id := "req_01M8000000000000000000000F"
+	submitJob(t, store, id)
+	runWorker(t, w)
+	q, count := ended(t, store, id)
+	if q.Status != events.StatusFailed || q.FailureCode != apperr.Internal || count["query.attempt_failed"] != 1 || mode.runs.Load() != 1 {
+		t.Fatalf("status %s %s, events %v, %d runs of the mode; want failed %s after one attempt_failed and one run", q.Status, q.FailureCode, count, mode.runs.Load(), apperr.Internal)
+	}
+}

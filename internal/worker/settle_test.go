@@ -206,9 +206,8 @@ func (l settledThen) Settle(ctx context.Context, accountID, requestID string, ca
 // Two workers on one job (redelivered while its first worker still ran):
 // the second one asks for the synthesis on the same events as the first,
 // which ends the query without one and settles it — its synthesis fails,
-// JetStream gave the job up, its own limit of failures (lower than the
-// second's) is reached, or it does not run the query's mode — and the
-// second one's synthesis comes back between that settlement and the first
+// JetStream gave the job up, or its own limit of failures (lower than the
+// second's) is reached — and the second one's synthesis comes back between that settlement and the first
 // one's terminal event. Every call the query records is charged by its one
 // settlement, and the audit finds nothing.
 func TestSynthesisAfterAnotherWorkerSettledIsNotRecorded(t *testing.T) {
@@ -227,7 +226,6 @@ func TestSynthesisAfterAnotherWorkerSettledIsNotRecorded(t *testing.T) {
 		}},
 		{"its limit of failures is reached", []events.Event{events.AttemptFailed{Attempt: 3, Message: "boom", RetryInMS: 4000}},
 			func(first *Worker) { first.MaxFailures = 3 }, run},
-		{"it does not run the mode", nil, func(first *Worker) { first.Modes = map[string]Mode{} }, run},
 	} {
 		t.Run(c.name, func(t *testing.T) { synthesisAfterSettlement(t, c.recorded, c.configure, c.end) })
 	}
@@ -394,5 +392,83 @@ func TestExhaustedJobRecordsItsGiveUpOnce(t *testing.T) {
 	}
 	if giveUps != 1 || q.Status != events.StatusFailed || q.FailureCode != apperr.Internal || c.n.Load() != 0 {
 		t.Fatalf("%d attempt_failed, status %s %s, %d model calls; want one give-up recorded, failed %s, no call", giveUps, q.Status, q.FailureCode, c.n.Load(), apperr.Internal)
+	}
+}
+
+// A give-up (JetStream stopped delivering the job) defers to the ending the
+// recorded events decide: a recorded synthesis completes the query, a
+// recorded failure of it fails the query aggregation_failed; nothing is
+// recorded but the terminal event, and every recorded call is charged.
+func TestGiveUpDefersToARecordedEnding(t *testing.T) {
+	a, b := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}, events.ModelRef{Provider: catalog.ProviderB, ModelID: "sim-beta-standard"}
+	for _, c := range []struct {
+		name   string
+		last   events.Event
+		status string
+		code   string
+	}{
+		{"synthesized", events.Synthesized{Model: a, Answer: events.Answer{Text: "one", Conflicts: []events.Conflict{}}, Usage: events.Usage{InputTokens: 9, OutputTokens: 9}}, events.StatusCompleted, ""},
+		{"its failure", events.StepFailed{Step: events.StepSynthesis, Model: &a, Class: providers.ClassServerError, Message: "upstream 500"}, events.StatusFailed, apperr.AggregationFailed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const id = "req_01M8000000000000000000000D"
+			store, led, acct := reserved(t, id)
+			ctx := context.Background()
+			usage := events.Usage{InputTokens: 16, OutputTokens: 52}
+			recorded := recordEvents(t, store, id,
+				events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "decided?", Models: []events.ModelRef{a, b}},
+				events.QueryStarted{},
+				events.ModelAnswered{Model: a, Answer: "one", Usage: usage, CostMicros: led.Estimator.Cost(a, usage)},
+				events.ModelAnswered{Model: b, Answer: "two", Usage: usage, CostMicros: led.Estimator.Cost(b, usage)},
+				c.last,
+			)
+			cl := &counted{inner: simulated.New(catalog.ProviderA, 0)}
+			w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
+				Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: cl, catalog.ProviderB: cl}}}}}
+			if err := w.exhausted(ctx, id, 30); err != nil {
+				t.Fatal(err)
+			}
+			q, recs, err := store.LoadQuery(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := led.Settlement(ctx, acct, id)
+			if err != nil || s == nil || len(s.Calls) != len(recorded.Calls) {
+				t.Fatalf("settlement %+v, %v; want one charging the %d recorded calls", s, err, len(recorded.Calls))
+			}
+			if q.Status != c.status || q.FailureCode != c.code || q.GivenUp || len(recs) != 6 || cl.n.Load() != 0 {
+				t.Fatalf("status %s %q, given up %v, %d events, %d model calls; want %s %q, the terminal event alone added, no call",
+					q.Status, q.FailureCode, q.GivenUp, len(recs), cl.n.Load(), c.status, c.code)
+			}
+		})
+	}
+}
+
+// A worker that does not run the query's mode (a rolling upgrade) fails its
+// run, a failure retried: it records nothing and settles nothing, and a
+// worker that runs the mode ends the query.
+func TestWorkerWithoutTheModeLeavesTheQueryToOneWithIt(t *testing.T) {
+	const id = "req_01M8000000000000000000000M"
+	store, led, acct := reserved(t, id)
+	ctx := context.Background()
+	a := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}
+	recordEvents(t, store, id,
+		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "which mode?", Models: []events.ModelRef{a}})
+	older := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led, Modes: map[string]Mode{}}
+	err := older.run(ctx, id, nil, "", &attempt{})
+	if err == nil || err == errYield {
+		t.Fatalf("run of a worker without the mode: %v; want a failed run", err)
+	}
+	if s, _ := led.Settlement(ctx, acct, id); s != nil {
+		t.Fatalf("settled by the worker without the mode: %+v", s)
+	}
+	newer := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
+		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: simulated.New(catalog.ProviderA, 0)}}}}}
+	if err := newer.run(ctx, id, nil, "", &attempt{}); err != nil {
+		t.Fatal(err)
+	}
+	q, _, err := store.LoadQuery(ctx, id)
+	if err != nil || q.Status != events.StatusCompleted {
+		t.Fatalf("status %s, %v; want completed", q.Status, err)
 	}
 }

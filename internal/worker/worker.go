@@ -293,6 +293,12 @@ func (w *Worker) failed(ctx context.Context, msg *eventstore.Job, id string, kno
 		log.Warn().AnErr("load", lerr).Msg("worker: job failed; it will be redelivered")
 		msg.NakWithDelay(w.backoff(delivered))
 		return
+	case q.GivenUp:
+		// The run failed after the give-up was recorded (at its settlement,
+		// say): nothing more is recorded, and the next run ends the query.
+		log.Warn().Msg("worker: a given-up job failed to end; it will be redelivered")
+		msg.NakWithDelay(w.backoff(delivered))
+		return
 	}
 	attemptsFailed.Inc()
 	n := q.FailedAttempts + 1
@@ -513,10 +519,10 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 
 // decide returns how the query ends: the ending a settlement recorded, the
 // failure of a job given up, or what its mode decides after running the
-// steps not yet recorded. An ending that no recorded event decides (a
-// give-up, a mode this worker does not run) is recorded first, so that the
-// query is settled only on events that decide its ending (see
-// recordGiveUp). A run that is not the query's first (resumed)
+// steps not yet recorded. The ending the recorded events decide stands
+// (modes.Decided); a give-up, which no recorded event decides, is recorded
+// first, so that the query is settled only on events that decide its
+// ending (see recordGiveUp). A run that is not the query's first (resumed)
 // looks for the settlement first: a run that settled the query may have
 // died before its terminal event, and what is settled is not run again.
 func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveUp string, resumed bool) (events.Event, error) {
@@ -535,6 +541,9 @@ func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveU
 	if q.CancelRequested {
 		return events.Cancelled(), nil
 	}
+	if ending, ok := modes.Decided(q); ok {
+		return ending, nil
+	}
 	if giveUp == "" && q.FailedAttempts >= w.maxFailures() {
 		// This worker's limit, which the worker that recorded the last
 		// failure may not have had.
@@ -551,11 +560,9 @@ func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveU
 	}
 	mode, ok := w.Modes[q.Submitted.Mode]
 	if !ok {
-		ending := events.QueryFailed{Code: apperr.InvalidMode, Message: "this server does not run mode " + q.Submitted.Mode}
-		if err := w.recordGiveUp(ctx, q, em, ending.Message); err != nil {
-			return nil, err
-		}
-		return ending, nil
+		// A failed run, retried: in a rolling upgrade, a worker that runs
+		// the mode may take it.
+		return nil, fmt.Errorf("this server does not run mode %s", q.Submitted.Mode)
 	}
 	return mode.Run(ctx, q, em.emit)
 }
