@@ -35,13 +35,13 @@ func stalledUpload(t *testing.T, h *harness, key string) net.Conn {
 func TestStalledUploadsHoldNoOneElsesUploads(t *testing.T) {
 	// The stalled uploads hold their slots for the read timeout: long enough
 	// for the checks below on a slow machine, far below the upload's minutes.
-	h := newHarness(t, withConfig(func(c *config.Config) { c.HTTP.ReadTimeout = 10 * time.Second }))
+	h := newHarness(t, withConfig(func(c *config.Config) { c.HTTP.ReadTimeout = 20 * time.Second }))
 	stalling, other := h.newKey(), h.newKey()
 	var stalled []net.Conn
 	for range 2 {
 		stalled = append(stalled, stalledUpload(t, h, stalling))
 	}
-	eventually(t, 8*time.Second, "a third upload of the stalling key refused", func() bool {
+	eventually(t, 15*time.Second, "a third upload of the stalling key refused", func() bool {
 		r := h.upload(stalling, "third.py", []byte("x = 1\n"))
 		return r.status == 429 && r.errCode(t) == "rate_limited"
 	})
@@ -57,7 +57,7 @@ func TestStalledUploadsHoldNoOneElsesUploads(t *testing.T) {
 			must(t, !strings.Contains(err.Error(), "timeout"), "stalled upload %d still held after 30 s: %v", i, err)
 		}
 	}
-	eventually(t, 20*time.Second, "the stalling key's slots back", func() bool {
+	eventually(t, 30*time.Second, "the stalling key's slots back", func() bool {
 		return h.upload(stalling, "again.py", []byte("x = 2\n")).status == 201
 	})
 }

@@ -360,8 +360,9 @@ type Query struct {
 	ChargedMicros *int64
 	// FailedAttempts counts the attempt_failed events.
 	FailedAttempts int
-	// GivenUp says the last attempt_failed was the last attempt allowed
-	// (retry_in_ms 0): the query ends failed with internal_error.
+	// GivenUp says the last attempt_failed was the give-up (retry_in_ms 0):
+	// the query ends failed with internal_error, unless its events decide
+	// its ending (modes.Decided).
 	GivenUp bool
 	// CancelRequested is whether the query's owner asked to stop it
 	// (cancel_requested): it then ends failed with code cancelled.

@@ -361,8 +361,12 @@ func notWritten(f events.StepFailed) events.QueryFailed {
 	if f.Step == events.StepSynthesis {
 		what = "the synthesis"
 	}
+	who := "the service"
+	if f.Model != nil {
+		who = f.Model.Key()
+	}
 	cause := &providers.Error{Class: f.Class, Status: f.UpstreamStatus, Message: f.Message}
-	return events.QueryFailed{Code: apperr.AggregationFailed, Message: fmt.Sprintf("%s failed: %s: %s", what, f.Model.Key(), cause)}
+	return events.QueryFailed{Code: apperr.AggregationFailed, Message: fmt.Sprintf("%s failed: %s: %s", what, who, cause)}
 }
 
 // writeAnswer has ref write the final answer from input (the `answer`

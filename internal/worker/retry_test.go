@@ -396,3 +396,34 @@ func TestGivenUpJobThatFailsToSettleRecordsNoMoreFailures(t *testing.T) {
 		t.Fatalf("status %s %s, events %v, %d runs of the mode; want failed %s after one attempt_failed and one run", q.Status, q.FailureCode, count, mode.runs.Load(), apperr.Internal)
 	}
 }
+
+// A run of a query whose ending the events decide (its answer recorded)
+// that fails — the first delivery's run, which takes the submission for
+// the query's only event, and then two settlements (a ledger error that is
+// not an outage) — is not failed: no failure or give-up is recorded after
+// that answer, and a later run ends the query completed.
+func TestDecidedJobThatFailsToSettleRecordsNoFailure(t *testing.T) {
+	store := storetest.Open(t)
+	id := "req_01M8000000000000000000000E"
+	a := events.ModelRef{Provider: "provider_a", ModelID: "m"}
+	recordEvents(t, store, id,
+		events.QuerySubmitted{RequestID: id, AccountID: "acct_x", KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "p", Models: []events.ModelRef{a}},
+		events.QueryStarted{},
+		events.ModelAnswered{Model: a, Answer: "one"},
+		events.Synthesized{Model: a, Answer: events.Answer{Text: "one", Conflicts: []events.Conflict{}}},
+	)
+	mode := &scripted{script: func(int64, context.Context) (events.Event, error) {
+		return nil, errors.New("the mode ran on a query whose ending is decided")
+	}}
+	var failing atomic.Int64
+	failing.Store(2)
+	led := &fakeLedger{debits: map[string]int{}}
+	w := newTestWorker(store, mode, led)
+	w.MaxFailures, w.Ledger = 1, failingSettle{Ledger: led, n: &failing}
+	runWorker(t, w)
+	q, count := ended(t, store, id)
+	if q.Status != events.StatusCompleted || count["query.attempt_failed"] != 0 || mode.runs.Load() != 1 || failing.Load() >= 0 {
+		t.Fatalf("status %s, events %v, %d runs of the mode, %d settlements to fail; want completed, no attempt_failed, the first delivery's run alone",
+			q.Status, count, mode.runs.Load(), failing.Load())
+	}
+}

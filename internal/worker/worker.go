@@ -293,10 +293,11 @@ func (w *Worker) failed(ctx context.Context, msg *eventstore.Job, id string, kno
 		log.Warn().AnErr("load", lerr).Msg("worker: job failed; it will be redelivered")
 		msg.NakWithDelay(w.backoff(delivered))
 		return
-	case q.GivenUp:
-		// The run failed after the give-up was recorded (at its settlement,
-		// say): nothing more is recorded, and the next run ends the query.
-		log.Warn().Msg("worker: a given-up job failed to end; it will be redelivered")
+	case q.GivenUp || decided(q):
+		// The query's ending is recorded (a give-up, or what the events
+		// decide) and the run failed to end it (at its settlement, say):
+		// nothing more is recorded, and the next run ends the query.
+		log.Warn().Msg("worker: the run of a query whose ending is recorded failed; it will be redelivered")
 		msg.NakWithDelay(w.backoff(delivered))
 		return
 	}
@@ -331,6 +332,12 @@ func (w *Worker) failed(ctx context.Context, msg *eventstore.Job, id string, kno
 		}
 		msg.Term()
 	}
+}
+
+// decided reports whether q's recorded events decide its ending.
+func decided(q *events.Query) bool {
+	_, ok := modes.Decided(q)
+	return ok
 }
 
 // unavailable reports whether err is the event store (or the ledger's) not
