@@ -375,6 +375,18 @@ func TestWorkersShareTheQueueWithinTheirOwnLimits(t *testing.T) {
 	}
 }
 
+// failingToSettle returns a test worker that gives a query up at its first
+// failure and whose first n settlements fail (an error that is not an
+// outage), and the count of settlements left to fail.
+func failingToSettle(store *eventstore.Store, mode Mode, n int64) (*Worker, *atomic.Int64) {
+	var failing atomic.Int64
+	failing.Store(n)
+	led := &fakeLedger{debits: map[string]int{}}
+	w := newTestWorker(store, mode, led)
+	w.MaxFailures, w.Ledger = 1, failingSettle{Ledger: led, n: &failing}
+	return w, &failing
+}
+
 // A job given up on its last failure whose settlement then fails (a ledger
 // error that is not an outage) is not failed again: nothing is recorded
 // after its give-up, and a later run ends it.
@@ -383,11 +395,7 @@ func TestGivenUpJobThatFailsToSettleRecordsNoMoreFailures(t *testing.T) {
 	mode := &scripted{script: func(int64, context.Context) (events.Event, error) {
 		return nil, errors.New("a step found the query in a state it cannot handle")
 	}}
-	var failing atomic.Int64
-	failing.Store(2)
-	led := &fakeLedger{debits: map[string]int{}}
-	w := newTestWorker(store, mode, led)
-	w.MaxFailures, w.Ledger = 1, failingSettle{Ledger: led, n: &failing}
+	w, _ := failingToSettle(store, mode, 2)
 	id := "req_01M8000000000000000000000F"
 	submitJob(t, store, id)
 	runWorker(t, w)
@@ -415,11 +423,7 @@ func TestDecidedJobThatFailsToSettleRecordsNoFailure(t *testing.T) {
 	mode := &scripted{script: func(int64, context.Context) (events.Event, error) {
 		return nil, errors.New("the mode ran on a query whose ending is decided")
 	}}
-	var failing atomic.Int64
-	failing.Store(2)
-	led := &fakeLedger{debits: map[string]int{}}
-	w := newTestWorker(store, mode, led)
-	w.MaxFailures, w.Ledger = 1, failingSettle{Ledger: led, n: &failing}
+	w, failing := failingToSettle(store, mode, 2)
 	runWorker(t, w)
 	q, count := ended(t, store, id)
 	if q.Status != events.StatusCompleted || count["query.attempt_failed"] != 0 || mode.runs.Load() != 1 || failing.Load() >= 0 {
