@@ -394,7 +394,7 @@ func (w *Worker) end(ctx context.Context, id string) error {
 }
 
 // exhausted ends a job JetStream stopped delivering after deliveries, like
-// end, recording the give-up first.
+// end, recording the give-up first (unless its events decide its ending).
 func (w *Worker) exhausted(ctx context.Context, id string, deliveries int) error {
 	return w.runSafely(ctx, id, nil, fmt.Sprintf("JetStream stopped delivering this job after %d deliveries", deliveries), &attempt{})
 }
