@@ -20,10 +20,8 @@ import (
 // everything), and Flush reports the oldest event held.
 func TestRunningDocumentWaitsItsEndDoesNot(t *testing.T) {
 	t.Parallel()
-	store := storetest.Open(t)
+	store, p, m := heldStatus(t)
 	ctx := context.Background()
-	p := &QueryStatus{Store: store, Every: time.Hour}
-	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
 
 	apply(t, p, []events.Record{submittedReq1(m)}, false)
 	if got := storedDoc(t, store, "req_1").Seq; got != 0 {
@@ -156,9 +154,7 @@ var _ Deferring = (*QueryStatus)(nil)
 // newer), and the later run applies the events again from its checkpoint.
 func TestALaterRunDoesNotStoreAnEarlierRunsHeldChanges(t *testing.T) {
 	t.Parallel()
-	store := storetest.Open(t)
-	p := &QueryStatus{Store: store, Every: time.Hour}
-	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
+	store, p, m := heldStatus(t)
 	first := context.WithValue(context.Background(), runKey{}, new(byte))
 	if err := p.HandleBatch(first, []events.Record{submittedReq1(m)}); err != nil {
 		t.Fatal(err)
@@ -247,10 +243,8 @@ func TestARunnerThatLostItsLeaseStoresNothingItHolds(t *testing.T) {
 // with its end), Flush reports the next oldest held event.
 func TestFlushReportsTheNextOldestOnceTheOldestEnds(t *testing.T) {
 	t.Parallel()
-	store := storetest.Open(t)
+	_, p, m := heldStatus(t)
 	ctx := context.Background()
-	p := &QueryStatus{Store: store, Every: time.Hour}
-	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
 	rec := func(seq uint64, id string, ev events.Event) events.Record {
 		r := record(seq, ev)
 		r.Envelope.Subject = "ev.query." + id + "." + ev.EventName()
@@ -276,10 +270,8 @@ func TestFlushReportsTheNextOldestOnceTheOldestEnds(t *testing.T) {
 // first event.
 func TestDocumentWhoseWriteFailedIsHeldAgain(t *testing.T) {
 	t.Parallel()
-	store := storetest.Open(t)
+	store, p, m := heldStatus(t)
 	ctx := context.Background()
-	p := &QueryStatus{Store: store, Every: time.Hour}
-	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
 	apply(t, p, []events.Record{submittedReq1(m)}, false)
 	apply(t, p, []events.Record{record(2, events.QueryStarted{}), record(3, events.ModelAnswered{Model: m, Answer: "A"})}, false)
 	if err := storetest.JetStream(t, store).DeleteKeyValue(ctx, eventstore.BucketQueryStatus); err != nil {
@@ -317,10 +309,8 @@ func TestDocumentWhoseWriteFailedIsHeldAgain(t *testing.T) {
 // fail.
 func TestUnansweredDocumentWriteHoldsTheCheckpoint(t *testing.T) {
 	t.Parallel()
-	store := storetest.Open(t)
+	store, p, m := heldStatus(t)
 	ctx := context.Background()
-	p := &QueryStatus{Store: store, Every: time.Hour}
-	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
 	apply(t, p, []events.Record{submittedReq1(m)}, false)
 	if held, _, err := p.Flush(ctx, true); err != nil || held != 0 {
 		t.Fatalf("Flush(all) = %d, %v; want the submission stored", held, err)
@@ -339,10 +329,8 @@ func TestUnansweredDocumentWriteHoldsTheCheckpoint(t *testing.T) {
 // here an emptied bucket, read before the write's retry could land.
 func TestLaterEventOfAnEndedQueryAppliesToItsCachedDocument(t *testing.T) {
 	t.Parallel()
-	store := storetest.Open(t)
+	store, p, m := heldStatus(t)
 	ctx := context.Background()
-	p := &QueryStatus{Store: store, Every: time.Hour}
-	m := events.ModelRef{Provider: "provider_a", ModelID: "a"}
 	apply(t, p, []events.Record{
 		submittedReq1(m),
 		record(2, events.QueryStarted{}), record(3, events.ModelAnswered{Model: m, Answer: "A"}),
@@ -364,6 +352,14 @@ func TestLaterEventOfAnEndedQueryAppliesToItsCachedDocument(t *testing.T) {
 }
 
 // submittedReq1 is the submission of req_1, a unify query of m, at
+// heldStatus opens a store, a query-status projection over it that holds
+// running documents (for an hour), and a model for the queries' events.
+func heldStatus(t *testing.T) (*eventstore.Store, *QueryStatus, events.ModelRef) {
+	t.Helper()
+	store := storetest.Open(t)
+	return store, &QueryStatus{Store: store, Every: time.Hour}, events.ModelRef{Provider: "provider_a", ModelID: "a"}
+}
+
 // sequence 1.
 func submittedReq1(m events.ModelRef) events.Record {
 	return record(1, events.QuerySubmitted{RequestID: "req_1", AccountID: "acct_1", Mode: events.ModeUnify, Models: []events.ModelRef{m}})

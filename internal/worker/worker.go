@@ -527,11 +527,12 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 // decide returns how the query ends: the ending a settlement recorded, the
 // failure of a job given up, or what its mode decides after running the
 // steps not yet recorded. The ending the recorded events decide stands
-// (modes.Decided); a give-up, which no recorded event decides, is recorded
-// first, so that the query is settled only on events that decide its
-// ending (see recordGiveUp). A run that is not the query's first (resumed)
-// looks for the settlement first: a run that settled the query may have
-// died before its terminal event, and what is settled is not run again.
+// (modes.Decided; a query no worker has run yet decides nothing); a
+// give-up, which no recorded event decides, is recorded first, so that the
+// query is settled only on events that decide its ending. A run that is
+// not the query's first (resumed) looks for the settlement first: a run
+// that settled the query may have died before its terminal event, and what
+// is settled is not run again.
 func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveUp string, resumed bool) (events.Event, error) {
 	if q.Settled != nil {
 		return q.Settled.Terminal(), nil
@@ -548,8 +549,10 @@ func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveU
 	if q.CancelRequested {
 		return events.Cancelled(), nil
 	}
-	if ending, ok := modes.Decided(q); ok {
-		return ending, nil
+	if resumed {
+		if ending, ok := modes.Decided(q); ok {
+			return ending, nil
+		}
 	}
 	if giveUp == "" && q.FailedAttempts >= w.maxFailures() {
 		// This worker's limit, which the worker that recorded the last
@@ -560,7 +563,11 @@ func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveU
 		return cannotRun(), nil
 	}
 	if giveUp != "" {
-		if err := w.recordGiveUp(ctx, q, em, giveUp); err != nil {
+		// The give-up, as the query's last attempt_failed (retry_in_ms 0),
+		// conditional on the query's last event: a worker still running the
+		// job (one stuck past its ack wait) records nothing after it,
+		// nothing the settlement would not charge.
+		if err := em.emit(ctx, events.AttemptFailed{Attempt: q.FailedAttempts + 1, Message: giveUp}); err != nil {
 			return nil, err
 		}
 		return cannotRun(), nil
@@ -572,16 +579,6 @@ func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveU
 		return nil, fmt.Errorf("this server does not run mode %s", q.Submitted.Mode)
 	}
 	return mode.Run(ctx, q, em.emit)
-}
-
-// recordGiveUp records that the query is given up for reason, as its last
-// attempt_failed (retry_in_ms 0), before the query is settled. The append is
-// conditional on the query's last event, so a worker still running the job
-// (one stuck past its ack wait) records nothing after it: nothing the
-// settlement would not charge. A run that finds it ends the query without
-// calling a model.
-func (w *Worker) recordGiveUp(ctx context.Context, q *events.Query, em *emitter, reason string) error {
-	return em.emit(ctx, events.AttemptFailed{Attempt: q.FailedAttempts + 1, Message: reason})
 }
 
 // settle settles the query's credits on its account: every recorded call
