@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,11 @@ func TestBenchSmoke(t *testing.T) {
 			if !ok || (v <= 0 && k != "overhead_ms_p50" && k != "overhead_ms_p99") {
 				t.Errorf("%s = %v (%s), want a measured figure", k, obj[k], obj["sync_policy"])
 			}
+		}
+	}
+	for _, r := range []policyResults{res.policyResults, res.SyncAlways} {
+		if len(r.ReplayRounds) != replayRounds || !slices.Contains(r.ReplayRounds, r.ReplayEventsPerS) {
+			t.Errorf("replay rounds %v with the figure %v (%s), want %d rounds and their median", r.ReplayRounds, r.ReplayEventsPerS, r.SyncPolicy, replayRounds)
 		}
 	}
 }
@@ -93,7 +99,7 @@ func copyQueries(ctx context.Context, m *app.Main, n int) error {
 	if err != nil {
 		return err
 	}
-	defer done.sub.Unsubscribe()
+	defer done.stop()
 	id, err := benchSubmit(ctx, m.URL(), keys[0], "replay model query")
 	if err != nil {
 		return err
