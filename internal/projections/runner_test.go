@@ -215,3 +215,109 @@ func TestQueryStatusRetryStartsFromTheCachedDocument(t *testing.T) {
 		t.Fatalf("stored document at %d with %d rounds; want %d with 2", doc.Seq, len(doc.Result.Justify.Rounds), revised[0].Seq)
 	}
 }
+
+// gcTarget stands for the collector's target in a test (setGCPercent).
+type gcTarget struct {
+	mu   sync.Mutex
+	now  int
+	sets int
+}
+
+func (g *gcTarget) set(v int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	prev := g.now
+	g.now, g.sets = v, g.sets+1
+	return prev
+}
+
+func (g *gcTarget) get() (now, sets int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.now, g.sets
+}
+
+// A runner that starts more than a batch behind applies that backlog with
+// the collector's target raised and restores it once it has applied every
+// event stored when it started; a runner within a batch of the end, or
+// under an operator's GOGC, leaves the target alone.
+func TestRunnerCatchesUpWithTheCollectorsTargetRaised(t *testing.T) {
+	t.Setenv("GOGC", "")
+	g := &gcTarget{now: 100}
+	defer func(prev func(int) int) { setGCPercent = prev }(setGCPercent)
+	setGCPercent = g.set
+	store := storetest.Open(t)
+
+	// seen is the target each applied event saw, last the last one applied.
+	var mu sync.Mutex
+	seen := map[uint64]int{}
+	var last uint64
+	handle := func(_ context.Context, recs []events.Record) error {
+		now, _ := g.get()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range recs {
+			seen[r.Seq] = now
+		}
+		last = recs[len(recs)-1].Seq
+		return nil
+	}
+	waitFor := func(seq uint64) {
+		storetest.WaitFor(t, 30*time.Second, fmt.Sprintf("the runner to apply up to %d", seq), func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return last >= seq
+		})
+	}
+	start := func() (stop func()) {
+		mu.Lock()
+		last = 0
+		mu.Unlock()
+		halt := startRunner(t, &Runner{Name: "proj_test", Stream: store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: handle,
+			Checkpoints: store.Projections, Batch: 7, Log: zerolog.Nop()})
+		return func() { halt(nil) }
+	}
+	target := func(seq uint64) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[seq]
+	}
+
+	backlog := appendProgress(t, store, 30)
+	stop := start()
+	waitFor(backlog)
+	for seq := uint64(1); seq <= backlog; seq++ {
+		if got := target(seq); got != catchUpGCPercent {
+			t.Errorf("event %d of the backlog applied with the target at %d, want %d", seq, got, catchUpGCPercent)
+		}
+	}
+	storetest.WaitFor(t, 10*time.Second, "the target restored after the catch-up", func() bool { now, _ := g.get(); return now == 100 })
+	live := appendProgress(t, store, 3)
+	waitFor(live)
+	stop()
+	if got := target(live); got != 100 {
+		t.Errorf("a live event applied with the target at %d, want it restored to 100", got)
+	}
+	_, sets := g.get()
+
+	// Within a batch of the end: nothing to catch up.
+	near := appendProgress(t, store, 5)
+	stop = start()
+	waitFor(near)
+	stop()
+	if _, n := g.get(); n != sets {
+		t.Errorf("a runner 5 events behind set the target %d times", n-sets)
+	}
+
+	// An operator's GOGC is theirs, however far behind the runner starts.
+	t.Setenv("GOGC", "50")
+	if err := Rewind(context.Background(), store.Projections, "proj_test"); err != nil {
+		t.Fatal(err)
+	}
+	stop = start()
+	waitFor(near)
+	stop()
+	if _, n := g.get(); n != sets {
+		t.Errorf("under GOGC=50 a rebuild set the target %d times", n-sets)
+	}
+}
