@@ -82,10 +82,11 @@ const defaultBatch = 4096
 // what is live between collections instead of twice, so the collector runs
 // half as often. Catching up allocates fast and keeps little (a rebuild
 // allocates ~5.6 KB per event, nearly all of it garbage within its batch):
-// rebuilding `make bench`'s load data took ~7 % less CPU and ran ~7 %
+// rebuilding `make bench`'s load data took ~8 % less CPU and ran ~7 %
 // faster at 200 (docs/BENCHMARKS.md). Once the runner has applied every
-// event stored when it started, the target is restored, so a service that
-// has caught up runs with the collector's own default.
+// event stored when it started (or stops, or halts at an event it cannot
+// decode), the target is restored, so a service that has caught up runs
+// with the collector's own default.
 const catchUpGCPercent = 200
 
 // setGCPercent is debug.SetGCPercent; tests observe it.
@@ -306,7 +307,10 @@ func (r *Runner) Run(ctx context.Context) error {
 				if err == nil {
 					applied = recs[len(recs)-1].Seq
 					appliedSeq.Store(applied)
-					if applied >= before {
+					// Caught up: every event stored when the run began is
+					// applied, or nothing is left to deliver (the stream's
+					// last events may have been deleted).
+					if applied >= before || pending == 0 {
 						caughtUp()
 					}
 					flush(ctx, false)

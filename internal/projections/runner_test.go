@@ -237,15 +237,43 @@ func (g *gcTarget) get() (now, sets int) {
 	return g.now, g.sets
 }
 
+// observeGC stands g, its target at start, for the collector's for the
+// rest of the test, with GOGC unset.
+func observeGC(t *testing.T, start int) *gcTarget {
+	t.Helper()
+	t.Setenv("GOGC", "")
+	g := &gcTarget{now: start}
+	prev := setGCPercent
+	t.Cleanup(func() { setGCPercent = prev })
+	setGCPercent = g.set
+	return g
+}
+
+// waitSets waits until g's target is want after sets changes (a raise and
+// a restore are two).
+func waitSets(t *testing.T, g *gcTarget, want, sets int, why string) {
+	t.Helper()
+	storetest.WaitFor(t, 10*time.Second, fmt.Sprintf("the collector's target back at %d after %d changes %s", want, sets, why), func() bool {
+		now, n := g.get()
+		return now == want && n == sets
+	})
+}
+
+// waitTarget waits until g's target is want.
+func waitTarget(t *testing.T, g *gcTarget, want int, why string) {
+	t.Helper()
+	storetest.WaitFor(t, 10*time.Second, fmt.Sprintf("the collector's target at %d %s", want, why), func() bool {
+		now, _ := g.get()
+		return now == want
+	})
+}
+
 // A runner that starts more than a batch behind applies that backlog with
 // the collector's target raised and restores it once it has applied every
 // event stored when it started; a runner within a batch of the end, or
 // under an operator's GOGC, leaves the target alone.
 func TestRunnerCatchesUpWithTheCollectorsTargetRaised(t *testing.T) {
-	t.Setenv("GOGC", "")
-	g := &gcTarget{now: 100}
-	defer func(prev func(int) int) { setGCPercent = prev }(setGCPercent)
-	setGCPercent = g.set
+	g := observeGC(t, 100)
 	store := storetest.Open(t)
 
 	// seen is the target each applied event saw, last the last one applied.
@@ -291,7 +319,7 @@ func TestRunnerCatchesUpWithTheCollectorsTargetRaised(t *testing.T) {
 			t.Errorf("event %d of the backlog applied with the target at %d, want %d", seq, got, catchUpGCPercent)
 		}
 	}
-	storetest.WaitFor(t, 10*time.Second, "the target restored after the catch-up", func() bool { now, _ := g.get(); return now == 100 })
+	waitTarget(t, g, 100, "after the catch-up")
 	live := appendProgress(t, store, 3)
 	waitFor(live)
 	stop()
@@ -320,4 +348,102 @@ func TestRunnerCatchesUpWithTheCollectorsTargetRaised(t *testing.T) {
 	if _, n := g.get(); n != sets {
 		t.Errorf("under GOGC=50 a rebuild set the target %d times", n-sets)
 	}
+}
+
+// However a catch-up ends, the collector's target comes back: the stream's
+// last events deleted (the run never reaches the sequence it started
+// behind), the runner stopped while its batches fail, the runner halted at
+// an event it cannot decode. Runners that overlap restore the target the
+// first one found, and each catch-up ends once (a later one raises again).
+func TestRunnerEndsItsCatchUpHoweverItEnds(t *testing.T) {
+	ctx := context.Background()
+	runner := func(store *eventstore.Store, name string, handle BatchHandler) (stop func()) {
+		halt := startRunner(t, &Runner{Name: name, Stream: store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: handle,
+			Checkpoints: store.Projections, Batch: 7, Log: zerolog.Nop()})
+		return func() { halt(nil) }
+	}
+	ok := func(context.Context, []events.Record) error { return nil }
+
+	t.Run("the stream's last events deleted", func(t *testing.T) {
+		g := observeGC(t, 100)
+		store := storetest.Open(t)
+		last := appendProgress(t, store, 30)
+		stream, err := storetest.JetStream(t, store).Stream(ctx, store.Queries.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seq := last - 4; seq <= last; seq++ {
+			if err := stream.DeleteMsg(ctx, seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop := runner(store, "proj_tail", ok)
+		defer stop()
+		waitSets(t, g, 100, 2, "once every stored event is applied")
+	})
+
+	t.Run("stopped while its batches fail", func(t *testing.T) {
+		g := observeGC(t, 100)
+		store := storetest.Open(t)
+		appendProgress(t, store, 30)
+		stop := runner(store, "proj_failing", func(context.Context, []events.Record) error {
+			return errors.New("read model unavailable")
+		})
+		waitTarget(t, g, catchUpGCPercent, "while catching up")
+		stop()
+		if now, _ := g.get(); now != 100 {
+			t.Errorf("the target is %d after the runner stopped, want 100", now)
+		}
+	})
+
+	t.Run("halted at an event it cannot decode", func(t *testing.T) {
+		g := observeGC(t, 100)
+		store := storetest.Open(t)
+		appendProgress(t, store, 10)
+		if _, err := storetest.JetStream(t, store).Publish(ctx, "ev.query.req_runner.bogus", []byte("not an event")); err != nil {
+			t.Fatal(err)
+		}
+		appendProgress(t, store, 20)
+		stop := runner(store, "proj_stuck", ok)
+		defer stop()
+		waitSets(t, g, 100, 2, "at the event it cannot decode")
+	})
+
+	t.Run("overlapping runners, then another catch-up", func(t *testing.T) {
+		g := observeGC(t, 150)
+		store := storetest.Open(t)
+		appendProgress(t, store, 30)
+		release := make(chan struct{})
+		stopA := runner(store, "proj_a", func(ctx context.Context, _ []events.Record) error {
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		waitTarget(t, g, catchUpGCPercent, "while A catches up")
+		stopB := runner(store, "proj_b", ok)
+		storetest.WaitFor(t, 10*time.Second, "B caught up", func() bool {
+			pos, err := Checkpoint(ctx, store.Projections, "proj_b")
+			return err == nil && pos == 30
+		})
+		stopB()
+		if now, _ := g.get(); now != catchUpGCPercent {
+			t.Errorf("the target is %d while A still catches up, want %d", now, catchUpGCPercent)
+		}
+		close(release)
+		waitTarget(t, g, 150, "once both caught up")
+		stopA()
+		if now, _ := g.get(); now != 150 {
+			t.Errorf("the target is %d after A stopped, want the 150 it found", now)
+		}
+		// A later catch-up in the same process raises it again.
+		if err := Rewind(ctx, store.Projections, "proj_b"); err != nil {
+			t.Fatal(err)
+		}
+		stopB = runner(store, "proj_b", ok)
+		waitSets(t, g, 150, 4, "after another catch-up")
+		stopB()
+	})
 }
