@@ -52,3 +52,56 @@ func TestFinishedErrorIsLogged(t *testing.T) {
 		return strings.Contains(out, "inflight bucket unreachable") && strings.Contains(out, id)
 	})
 }
+
+// A query's slot is freed once its credits are settled, before its
+// terminal event is appended: a client that sees the query end (its SSE
+// result, a subscription, a poll) and submits its next query at once finds
+// the slot free, instead of a 429 until the key's slots next heal.
+func TestSlotIsFreedBeforeTheQueryEnds(t *testing.T) {
+	store := storetest.Open(t)
+	led := &fakeLedger{debits: map[string]int{}}
+	w := newTestWorker(store, &scripted{script: func(int64, context.Context) (events.Event, error) {
+		return events.QueryCompleted{}, nil
+	}}, led)
+	type call struct {
+		fingerprint string
+		terminal    bool
+		settled     bool
+		err         error
+	}
+	calls := make(chan call, 4)
+	w.Finished = func(ctx context.Context, fingerprint, id string) error {
+		q, _, err := store.LoadQuery(ctx, id)
+		if err != nil {
+			calls <- call{err: err}
+			return err
+		}
+		settlement, _ := led.Settlement(ctx, "", id)
+		calls <- call{fingerprint: fingerprint, terminal: q.Terminal(), settled: settlement != nil}
+		return nil
+	}
+	id := "req_01M80000000000000000000032"
+	submitJob(t, store, id)
+	runWorker(t, w)
+	ended(t, store, id)
+	select {
+	case c := <-calls:
+		switch {
+		case c.err != nil:
+			t.Fatal(c.err)
+		case c.fingerprint != "abcdefgh":
+			t.Errorf("the slot of key %q freed, want abcdefgh", c.fingerprint)
+		case c.terminal:
+			t.Error("the slot was freed after the terminal event: a client that saw the query end could be refused its next submission")
+		case !c.settled:
+			t.Error("the slot was freed before the query's credits were settled")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slot was never freed")
+	}
+	select {
+	case c := <-calls:
+		t.Errorf("the slot was freed twice (second call %+v)", c)
+	case <-time.After(100 * time.Millisecond):
+	}
+}

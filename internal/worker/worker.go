@@ -74,8 +74,9 @@ type Worker struct {
 	// Grace is how long Run lets running jobs finish after ctx ends before it
 	// cancels them and hands them back.
 	Grace time.Duration
-	// Finished, when set, is called once a query has reached its terminal
-	// event, with the fingerprint of the key that submitted it.
+	// Finished, when set, is called once a query's credits are settled,
+	// just before its terminal event is appended, with the fingerprint of
+	// the key that submitted it: the query's in-flight slot is freed.
 	Finished func(ctx context.Context, fingerprint, requestID string) error
 	// Ledger, when set, settles each query before its terminal event,
 	// charging every model call the query recorded.
@@ -483,8 +484,8 @@ func firstDelivery(msg *eventstore.Job) *events.Record {
 var errYield = errors.New("another worker is running this query")
 
 // run loads the query and runs its mode to its end: settle the credits
-// (which records the ending), then append the terminal event with the
-// charge. first, when set, is the query's only event, which saves the load.
+// (which records the ending), free the query's slot, then append the
+// terminal event with the charge. first, when set, is the query's only event, which saves the load.
 // giveUp, when set, is why the query is given up instead of run: it ends
 // failed with internal_error, the give-up recorded first unless the query
 // records one already (a settlement already recorded wins).
@@ -507,6 +508,7 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 		terminal, err = w.settle(ctx, q, terminal)
 	}
 	if err == nil {
+		w.finished(ctx, q, id)
 		err = em.emit(ctx, terminal)
 	}
 	if err == nil {
@@ -515,13 +517,23 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 	if errors.Is(err, eventstore.ErrConflict) {
 		return errYield
 	}
-	if err == nil && w.Finished != nil {
-		// Best effort: a full key heals a slot whose query has ended.
-		if ferr := w.Finished(ctx, q.Submitted.KeyFingerprint, id); ferr != nil {
-			w.Log.Warn().Err(ferr).Str("request_id", id).Msg("worker: the query ended but its in-flight slot was not freed; it is freed when its key is next full")
-		}
-	}
 	return err
+}
+
+// finished frees the query's in-flight slot once its credits are settled,
+// before its terminal event: the query does no more work, and a client
+// that sees it end (its SSE result, a poll) and submits its next query at
+// once finds the slot free. Freed after the terminal event, the slot was
+// still held when such a submission came, and the key refused it until its
+// slots next healed (at most once a second). Best effort: a full key heals
+// a slot whose query has ended.
+func (w *Worker) finished(ctx context.Context, q *events.Query, id string) {
+	if w.Finished == nil {
+		return
+	}
+	if err := w.Finished(ctx, q.Submitted.KeyFingerprint, id); err != nil {
+		w.Log.Warn().Err(err).Str("request_id", id).Msg("worker: the query's in-flight slot was not freed; it is freed when its key is next full")
+	}
 }
 
 // decide returns how the query ends: the ending a settlement recorded, the
