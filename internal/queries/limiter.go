@@ -106,9 +106,10 @@ func (s *Service) acquire(ctx context.Context, fingerprint, id string) error {
 }
 
 // Release frees request id's slot; freeing a slot that is not held succeeds.
-// The worker calls it as soon as a query ends. A slot it could not free (the
-// process died between the terminal event and the release) is healed when
-// the key is next full.
+// The worker calls it once the query's ending is decided, before its
+// terminal event. A slot it could not free (the release failed, or its
+// process died after the terminal event with the release under way) is
+// healed when the key is next full.
 func (s *Service) Release(ctx context.Context, fingerprint, id string) error {
 	return s.changeSlots(ctx, fingerprint, s.keySlots(fingerprint), func(cur *slots, reloaded bool) (*slots, error) {
 		if !cur.has(id) {
@@ -208,8 +209,7 @@ func (s *Service) limit() int {
 }
 
 // heal drops the slots of a full key that no longer hold a query in flight:
-// a query that has its terminal event (its release was lost with its
-// process), or a submission older than slotGrace that never reached the
+// a query that has its terminal event (its release failed), or a submission older than slotGrace that never reached the
 // stream (its process died between taking the slot and appending). A key is
 // checked at most once per healEvery; the caller holds ks's lock (the view
 // of the key its change was made through: the cache may hold a newer one).

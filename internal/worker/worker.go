@@ -74,9 +74,10 @@ type Worker struct {
 	// Grace is how long Run lets running jobs finish after ctx ends before it
 	// cancels them and hands them back.
 	Grace time.Duration
-	// Finished, when set, is called once a query's credits are settled,
-	// just before its terminal event is appended, with the fingerprint of
-	// the key that submitted it: the query's in-flight slot is freed.
+	// Finished, when set, is called once a query's ending is decided,
+	// beside its settlement and before its terminal event is appended, with
+	// the fingerprint of the key that submitted it: the query's in-flight
+	// slot is freed.
 	Finished func(ctx context.Context, fingerprint, requestID string) error
 	// Ledger, when set, settles each query before its terminal event,
 	// charging every model call the query recorded.
@@ -484,8 +485,8 @@ func firstDelivery(msg *eventstore.Job) *events.Record {
 var errYield = errors.New("another worker is running this query")
 
 // run loads the query and runs its mode to its end: settle the credits
-// (which records the ending), free the query's slot, then append the
-// terminal event with the charge. first, when set, is the query's only event, which saves the load.
+// (which records the ending) while the query's slot is freed, then append
+// the terminal event with the charge. first, when set, is the query's only event, which saves the load.
 // giveUp, when set, is why the query is given up instead of run: it ends
 // failed with internal_error, the give-up recorded first unless the query
 // records one already (a settlement already recorded wins).
@@ -504,11 +505,12 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 	a.em = em
 	terminal, err := w.decide(ctx, q, em, giveUp, first == nil)
 	if err == nil {
+		freed := w.free(ctx, q.Submitted.KeyFingerprint, id)
 		q = em.query()
 		terminal, err = w.settle(ctx, q, terminal)
+		freed()
 	}
 	if err == nil {
-		w.finished(ctx, q, id)
 		err = em.emit(ctx, terminal)
 	}
 	if err == nil {
@@ -520,19 +522,40 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 	return err
 }
 
-// finished frees the query's in-flight slot once its credits are settled,
-// before its terminal event: the query does no more work, and a client
-// that sees it end (its SSE result, a poll) and submits its next query at
-// once finds the slot free. Freed after the terminal event, the slot was
+// releaseWait bounds how long a run waits for its query's slot to be freed
+// before it appends the terminal event: the release is best effort, and a
+// slow or unavailable inflight bucket must not hold the query's end back.
+const releaseWait = time.Second
+
+// free frees the query's in-flight slot, on a goroutine of its own, once
+// its ending is decided: the query does no more work (a later run ends it
+// as the recorded events decide, without a model call). The slot is freed
+// beside the settlement and before the terminal event, so a client that
+// sees the query end (its SSE result, a poll) and submits its next query
+// at once finds the slot free; freed after the terminal event, it was
 // still held when such a submission came, and the key refused it until its
-// slots next healed (at most once a second). Best effort: a full key heals
-// a slot whose query has ended.
-func (w *Worker) finished(ctx context.Context, q *events.Query, id string) {
+// slots next healed (at most once a second). The returned function waits
+// for the release, at most releaseWait. Best effort: a full key heals a
+// slot whose query has ended.
+func (w *Worker) free(ctx context.Context, fingerprint, id string) (wait func()) {
 	if w.Finished == nil {
-		return
+		return func() {}
 	}
-	if err := w.Finished(ctx, q.Submitted.KeyFingerprint, id); err != nil {
-		w.Log.Warn().Err(err).Str("request_id", id).Msg("worker: the query's in-flight slot was not freed; it is freed when its key is next full")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Finished(ctx, fingerprint, id); err != nil {
+			w.Log.Warn().Err(err).Str("request_id", id).Msg("worker: the query's in-flight slot was not freed; it is freed when its key is next full")
+		}
+	}()
+	return func() {
+		t := time.NewTimer(releaseWait)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			w.Log.Warn().Str("request_id", id).Msg("worker: the query's in-flight slot is not freed yet; its end is appended meanwhile")
+		}
 	}
 }
 
