@@ -209,10 +209,11 @@ func (s *Service) limit() int {
 }
 
 // heal drops the slots of a full key that no longer hold a query in flight:
-// a query that has its terminal event (its release failed), or a submission older than slotGrace that never reached the
-// stream (its process died between taking the slot and appending). A key is
-// checked at most once per healEvery; the caller holds ks's lock (the view
-// of the key its change was made through: the cache may hold a newer one).
+// a query that has its terminal event (its release failed), or a
+// submission older than slotGrace that never reached the stream (its
+// process died between taking the slot and appending). A key is checked at
+// most once per healEvery; the caller holds ks's lock (the view of the key
+// its change was made through: the cache may hold a newer one).
 func (s *Service) heal(ctx context.Context, ks *keySlots, cur *slots) (*slots, error) {
 	if s.Now().Sub(ks.healed) < healEvery {
 		return cur, nil

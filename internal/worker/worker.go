@@ -486,7 +486,8 @@ var errYield = errors.New("another worker is running this query")
 
 // run loads the query and runs its mode to its end: settle the credits
 // (which records the ending) while the query's slot is freed, then append
-// the terminal event with the charge. first, when set, is the query's only event, which saves the load.
+// the terminal event with the charge. first, when set, is the query's only
+// event, which saves the load.
 // giveUp, when set, is why the query is given up instead of run: it ends
 // failed with internal_error, the give-up recorded first unless the query
 // records one already (a settlement already recorded wins).
