@@ -85,8 +85,8 @@ const defaultBatch = 4096
 // rebuilding `make bench`'s load data took ~8 % less CPU and ran ~7 %
 // faster at 200 (docs/BENCHMARKS.md). Once the runner has applied every
 // event stored when it started (or stops, or halts at an event it cannot
-// decode), the target is restored, so a service that has caught up runs
-// with the collector's own default.
+// decode, or nothing comes for checkpointEvery), the target is restored,
+// so a service that has caught up runs with the collector's own default.
 const catchUpGCPercent = 200
 
 // setGCPercent is debug.SetGCPercent; tests observe it.
@@ -167,10 +167,11 @@ func (r *Runner) Run(ctx context.Context) error {
 		size = defaultBatch
 	}
 	// A backlog of more than a batch (a rebuild, a process that starts far
-	// behind) is caught up with the collector's target raised.
-	caughtUp := func() {}
+	// behind) is caught up with the collector's target raised; catching
+	// says the catch-up has not ended yet.
+	caughtUp, catching := func() {}, false
 	if before > pos && before-pos > uint64(size) {
-		caughtUp = catchUp()
+		caughtUp, catching = catchUp(), true
 	}
 	defer func() { caughtUp() }()
 	// Events are decoded on the consumer's delivery goroutine, so decoding
@@ -268,9 +269,10 @@ func (r *Runner) Run(ctx context.Context) error {
 			return true
 		}
 		// An applied batch whose checkpoint is not written yet is
-		// written when no event comes for checkpointEvery.
+		// written when no event comes for checkpointEvery, and a catch-up
+		// that nothing more comes for has ended.
 		var idleC, dueC <-chan time.Time
-		if mark() != saved {
+		if mark() != saved || catching {
 			idle.Reset(checkpointEvery)
 			idleC = idle.C
 		}
@@ -283,6 +285,8 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil
 		case <-idleC:
 			save(ctx)
+			caughtUp()
+			catching = false
 			continue
 		case <-dueC:
 			flush(ctx, false)
@@ -312,6 +316,7 @@ func (r *Runner) Run(ctx context.Context) error {
 					// last events may have been deleted).
 					if applied >= before || pending == 0 {
 						caughtUp()
+						catching = false
 					}
 					flush(ctx, false)
 					setLag(r.Name, pending)

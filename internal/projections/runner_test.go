@@ -238,9 +238,16 @@ func (g *gcTarget) get() (now, sets int) {
 }
 
 // observeGC stands g, its target at start, for the collector's for the
-// rest of the test, with GOGC unset.
+// rest of the test, with GOGC unset, once no runner of an earlier test is
+// still catching up (one that has not returned yet would count in the
+// process's catch-up and restore the target through g).
 func observeGC(t *testing.T, start int) *gcTarget {
 	t.Helper()
+	storetest.WaitFor(t, 10*time.Second, "earlier tests' runners to end their catch-ups", func() bool {
+		catchingUp.Lock()
+		defer catchingUp.Unlock()
+		return catchingUp.n == 0
+	})
 	t.Setenv("GOGC", "")
 	g := &gcTarget{now: start}
 	prev := setGCPercent
