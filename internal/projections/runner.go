@@ -270,9 +270,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		// An applied batch whose checkpoint is not written yet is
 		// written when no event comes for checkpointEvery, and a catch-up
-		// that nothing more comes for has ended.
+		// that nothing more comes for after its first batch has ended.
 		var idleC, dueC <-chan time.Time
-		if mark() != saved || catching {
+		if mark() != saved || catching && applied > pos {
 			idle.Reset(checkpointEvery)
 			idleC = idle.C
 		}
