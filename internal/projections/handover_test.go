@@ -16,15 +16,7 @@ import (
 // appendQuery appends ev to query id and returns its sequence.
 func appendQuery(t *testing.T, store *eventstore.Store, id string, ev events.Event) uint64 {
 	t.Helper()
-	env, err := events.Wrap(events.AggregateQuery, id, ev, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := store.Append(context.Background(), env, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return app.Seq
+	return storetest.AppendQuery(t, store, id, ev).Seq
 }
 
 // storedDoc reads query id's document from the query_status bucket.

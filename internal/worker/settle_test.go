@@ -47,17 +47,57 @@ func recordEvents(t *testing.T, store *eventstore.Store, id string, evs ...event
 	t.Helper()
 	q := &events.Query{}
 	for _, ev := range evs {
-		env, err := events.Wrap(events.AggregateQuery, id, ev, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		app, err := store.Append(context.Background(), env, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q.Apply(events.Record{Seq: app.Seq, Envelope: env, Event: ev})
+		q.Apply(storetest.AppendQuery(t, store, id, ev))
 	}
 	return q
+}
+
+// The models the settlement tests record answers of, and each answer's usage.
+var (
+	modelA      = events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}
+	modelB      = events.ModelRef{Provider: catalog.ProviderB, ModelID: "sim-beta-standard"}
+	answerUsage = events.Usage{InputTokens: 16, OutputTokens: 52}
+)
+
+// answered is m's recorded answer text, priced by led.
+func answered(led *ledger.Service, m events.ModelRef, text string) events.ModelAnswered {
+	return events.ModelAnswered{Model: m, Answer: text, Usage: answerUsage, CostMicros: led.Estimator.Cost(m, answerUsage)}
+}
+
+// bothAnswered records query id of account acct: submitted with prompt to
+// modelA and modelB, started, answered by both, then more.
+func bothAnswered(t *testing.T, store *eventstore.Store, led *ledger.Service, acct, id, prompt string, more ...events.Event) *events.Query {
+	t.Helper()
+	return recordEvents(t, store, id, append([]events.Event{
+		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: prompt, Models: []events.ModelRef{modelA, modelB}},
+		events.QueryStarted{},
+		answered(led, modelA, "one"),
+		answered(led, modelB, "two"),
+	}, more...)...)
+}
+
+// unifyOn is a worker's modes: unify on the providers of set.
+func unifyOn(set providers.Set) map[string]Mode {
+	return map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: set}}}
+}
+
+// settlementsOf returns the settlements recorded on account acct, and the
+// account they leave.
+func settlementsOf(t *testing.T, store *eventstore.Store, acct string) ([]events.ChargesSettled, *events.Account) {
+	t.Helper()
+	recs, err := store.Load(context.Background(), store.Accounts, events.Filter(events.AggregateAccount, acct), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &events.Account{}
+	var settlements []events.ChargesSettled
+	for _, r := range recs {
+		a.Apply(r)
+		if s, ok := r.Event.(events.ChargesSettled); ok {
+			settlements = append(settlements, s)
+		}
+	}
+	return settlements, a
 }
 
 // A worker killed after its last model call was recorded and before the
@@ -67,18 +107,16 @@ func TestKilledBeforeTheSettlementChargesOnce(t *testing.T) {
 	const id = "req_01M8000000000000000000000K"
 	store, led, acct := reserved(t, id)
 	ctx := context.Background()
-	model := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}
-	usage := events.Usage{InputTokens: 16, OutputTokens: 52}
-	cost := led.Estimator.Cost(model, usage)
+	answer := answered(led, modelA, "an answer")
+	cost := answer.CostMicros
 	// What the killed worker left: its one model call recorded, nothing settled.
 	recordEvents(t, store, id,
-		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "killed?", Models: []events.ModelRef{model}},
+		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "killed?", Models: []events.ModelRef{modelA}},
 		events.QueryStarted{},
-		events.ModelAnswered{Model: model, Answer: "an answer", Usage: usage, CostMicros: cost},
+		answer,
 	)
 	c := &counted{inner: simulated.New(catalog.ProviderA, 0)}
-	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
-		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: c}}}}}
+	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led, Modes: unifyOn(providers.Set{catalog.ProviderA: c})}
 	for range 2 { // the redelivery, then one more
 		if err := w.run(ctx, id, nil, "", &attempt{}); err != nil {
 			t.Fatal(err)
@@ -91,18 +129,7 @@ func TestKilledBeforeTheSettlementChargesOnce(t *testing.T) {
 	if q.Status != events.StatusCompleted || c.n.Load() != 0 || q.ChargedMicros == nil || *q.ChargedMicros != cost {
 		t.Fatalf("status %s, %d model calls, charged %v; want completed, no call, charged %d", q.Status, c.n.Load(), q.ChargedMicros, cost)
 	}
-	recs, err := store.Load(ctx, store.Accounts, events.Filter(events.AggregateAccount, acct), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &events.Account{}
-	var settlements []events.ChargesSettled
-	for _, r := range recs {
-		a.Apply(r)
-		if s, ok := r.Event.(events.ChargesSettled); ok {
-			settlements = append(settlements, s)
-		}
-	}
+	settlements, a := settlementsOf(t, store, acct)
 	if len(settlements) != 1 || len(settlements[0].Calls) != 1 || settlements[0].Calls[0].CallID != q.Calls[0].ID || settlements[0].Calls[0].AmountMicros != cost ||
 		settlements[0].Ending == nil || settlements[0].Ending.Status != events.StatusCompleted {
 		t.Fatalf("settlements %+v; want one, charging the recorded call %d, ending completed", settlements, cost)
@@ -121,22 +148,14 @@ func TestKilledAfterTheSettlementEndsAsSettled(t *testing.T) {
 	const id = "req_01M8000000000000000000000L"
 	store, led, acct := reserved(t, id)
 	ctx := context.Background()
-	a, b := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}, events.ModelRef{Provider: catalog.ProviderB, ModelID: "sim-beta-standard"}
-	usage := events.Usage{InputTokens: 16, OutputTokens: 52}
-	q := recordEvents(t, store, id,
-		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "killed after?", Models: []events.ModelRef{a, b}},
-		events.QueryStarted{},
-		events.ModelAnswered{Model: a, Answer: "one", Usage: usage, CostMicros: led.Estimator.Cost(a, usage)},
-		events.ModelAnswered{Model: b, Answer: "two", Usage: usage, CostMicros: led.Estimator.Cost(b, usage)},
-	)
+	q := bothAnswered(t, store, led, acct, id, "killed after?")
 	ending := events.QueryFailed{Code: "aggregation_failed", Message: "the synthesis failed: provider_a: timeout"}
 	settled, err := led.Settle(ctx, acct, id, q.Calls, events.EndingOf(ending))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &counted{inner: simulated.New(catalog.ProviderA, 0)}
-	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
-		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: c, catalog.ProviderB: c}}}}}
+	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led, Modes: unifyOn(providers.Set{catalog.ProviderA: c, catalog.ProviderB: c})}
 	for range 2 { // the redelivery, then one more
 		if err := w.run(ctx, id, nil, "", &attempt{}); err != nil {
 			t.Fatal(err)
@@ -151,18 +170,8 @@ func TestKilledAfterTheSettlementEndsAsSettled(t *testing.T) {
 		t.Fatalf("status %s %s, %d model calls, charged %v, %d events; want failed %s, no call, charged %d, the terminal event alone added",
 			q.Status, q.FailureCode, c.n.Load(), q.ChargedMicros, len(recs), ending.Code, settled.ChargedMicros)
 	}
-	accountRecs, err := store.Load(ctx, store.Accounts, events.Filter(events.AggregateAccount, acct), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, r := range accountRecs {
-		if _, ok := r.Event.(events.ChargesSettled); ok {
-			n++
-		}
-	}
-	if n != 1 {
-		t.Fatalf("%d settlements, want 1", n)
+	if settlements, _ := settlementsOf(t, store, acct); len(settlements) != 1 {
+		t.Fatalf("%d settlements, want 1", len(settlements))
 	}
 }
 
@@ -235,17 +244,9 @@ func synthesisAfterSettlement(t *testing.T, recorded []events.Event, configure f
 	const id = "req_01M8000000000000000000000S"
 	store, led, acct := reserved(t, id)
 	ctx := context.Background()
-	a, b := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}, events.ModelRef{Provider: catalog.ProviderB, ModelID: "sim-beta-standard"}
-	usage := events.Usage{InputTokens: 16, OutputTokens: 52}
-	recordEvents(t, store, id, append([]events.Event{
-		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "who settles?", Models: []events.ModelRef{a, b}},
-		events.QueryStarted{},
-		events.ModelAnswered{Model: a, Answer: "one", Usage: usage, CostMicros: led.Estimator.Cost(a, usage)},
-		events.ModelAnswered{Model: b, Answer: "two", Usage: usage, CostMicros: led.Estimator.Cost(b, usage)},
-	}, recorded...)...)
+	bothAnswered(t, store, led, acct, id, "who settles?", recorded...)
 	unify := func(p providers.Provider) map[string]Mode {
-		return map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{
-			catalog.ProviderA: p, catalog.ProviderB: simulated.New(catalog.ProviderB, 0)}}}}
+		return unifyOn(providers.Set{catalog.ProviderA: p, catalog.ProviderB: simulated.New(catalog.ProviderB, 0)})
 	}
 	held := synthesisWaits{inner: simulated.New(catalog.ProviderA, 0), calling: make(chan struct{}), release: make(chan struct{})}
 	second := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led, Modes: unify(held)}
@@ -317,17 +318,15 @@ func TestRecordedGiveUpEndsTheQuery(t *testing.T) {
 	const id = "req_01M8000000000000000000000G"
 	store, led, acct := reserved(t, id)
 	ctx := context.Background()
-	a, b := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}, events.ModelRef{Provider: catalog.ProviderB, ModelID: "sim-beta-standard"}
-	usage := events.Usage{InputTokens: 16, OutputTokens: 52}
 	recordEvents(t, store, id,
-		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "given up?", Models: []events.ModelRef{a, b}},
+		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "given up?", Models: []events.ModelRef{modelA, modelB}},
 		events.QueryStarted{},
-		events.ModelAnswered{Model: a, Answer: "one", Usage: usage, CostMicros: led.Estimator.Cost(a, usage)},
+		answered(led, modelA, "one"),
 		events.AttemptFailed{Attempt: 1, Message: "the service could not run this query (30 attempts); submit it again"},
 	)
 	c := &counted{inner: simulated.New(catalog.ProviderA, 0)}
 	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led, MaxFailures: 10,
-		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: c, catalog.ProviderB: c}}}}}
+		Modes: unifyOn(providers.Set{catalog.ProviderA: c, catalog.ProviderB: c})}
 	if err := w.run(ctx, id, nil, "", &attempt{}); err != nil {
 		t.Fatal(err)
 	}
@@ -364,16 +363,14 @@ func TestExhaustedJobRecordsItsGiveUpOnce(t *testing.T) {
 	const id = "req_01M8000000000000000000000X"
 	store, led, acct := reserved(t, id)
 	ctx := context.Background()
-	a := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}
 	recordEvents(t, store, id,
-		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "exhausted?", Models: []events.ModelRef{a}},
+		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "exhausted?", Models: []events.ModelRef{modelA}},
 		events.QueryStarted{},
 	)
 	var failing atomic.Int64
 	failing.Store(2)
 	c := &counted{inner: simulated.New(catalog.ProviderA, 0)}
-	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: failingSettle{led, &failing},
-		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: c}}}}}
+	w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: failingSettle{led, &failing}, Modes: unifyOn(providers.Set{catalog.ProviderA: c})}
 	for i := range 3 {
 		err := w.exhausted(ctx, id, 30)
 		if (err == nil) != (i == 2) {
@@ -400,7 +397,7 @@ func TestExhaustedJobRecordsItsGiveUpOnce(t *testing.T) {
 // recorded failure of it fails the query aggregation_failed; nothing is
 // recorded but the terminal event, and every recorded call is charged.
 func TestGiveUpDefersToARecordedEnding(t *testing.T) {
-	a, b := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}, events.ModelRef{Provider: catalog.ProviderB, ModelID: "sim-beta-standard"}
+	a := modelA
 	for _, c := range []struct {
 		name   string
 		last   events.Event
@@ -414,17 +411,9 @@ func TestGiveUpDefersToARecordedEnding(t *testing.T) {
 			const id = "req_01M8000000000000000000000D"
 			store, led, acct := reserved(t, id)
 			ctx := context.Background()
-			usage := events.Usage{InputTokens: 16, OutputTokens: 52}
-			recorded := recordEvents(t, store, id,
-				events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "decided?", Models: []events.ModelRef{a, b}},
-				events.QueryStarted{},
-				events.ModelAnswered{Model: a, Answer: "one", Usage: usage, CostMicros: led.Estimator.Cost(a, usage)},
-				events.ModelAnswered{Model: b, Answer: "two", Usage: usage, CostMicros: led.Estimator.Cost(b, usage)},
-				c.last,
-			)
+			recorded := bothAnswered(t, store, led, acct, id, "decided?", c.last)
 			cl := &counted{inner: simulated.New(catalog.ProviderA, 0)}
-			w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
-				Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: cl, catalog.ProviderB: cl}}}}}
+			w := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led, Modes: unifyOn(providers.Set{catalog.ProviderA: cl, catalog.ProviderB: cl})}
 			if err := w.exhausted(ctx, id, 30); err != nil {
 				t.Fatal(err)
 			}
@@ -451,9 +440,8 @@ func TestWorkerWithoutTheModeLeavesTheQueryToOneWithIt(t *testing.T) {
 	const id = "req_01M8000000000000000000000M"
 	store, led, acct := reserved(t, id)
 	ctx := context.Background()
-	a := events.ModelRef{Provider: catalog.ProviderA, ModelID: "sim-alpha-standard"}
 	recordEvents(t, store, id,
-		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "which mode?", Models: []events.ModelRef{a}})
+		events.QuerySubmitted{RequestID: id, AccountID: acct, KeyFingerprint: "abcdefgh", Mode: "unify", Prompt: "which mode?", Models: []events.ModelRef{modelA}})
 	older := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led, Modes: map[string]Mode{}}
 	err := older.run(ctx, id, nil, "", &attempt{})
 	if err == nil || err == errYield {
@@ -462,8 +450,7 @@ func TestWorkerWithoutTheModeLeavesTheQueryToOneWithIt(t *testing.T) {
 	if s, _ := led.Settlement(ctx, acct, id); s != nil {
 		t.Fatalf("settled by the worker without the mode: %+v", s)
 	}
-	newer := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led,
-		Modes: map[string]Mode{"unify": &modes.Unify{Models: modes.Models{Providers: providers.Set{catalog.ProviderA: simulated.New(catalog.ProviderA, 0)}}}}}
+	newer := &Worker{Store: store, Log: zerolog.Nop(), Now: time.Now, Ledger: led, Modes: unifyOn(providers.Set{catalog.ProviderA: simulated.New(catalog.ProviderA, 0)})}
 	if err := newer.run(ctx, id, nil, "", &attempt{}); err != nil {
 		t.Fatal(err)
 	}

@@ -550,6 +550,11 @@ func (w *Worker) free(ctx context.Context, fingerprint, id string) (wait func())
 		}
 	}()
 	return func() {
+		select {
+		case <-done: // usually freed while the settlement was written
+			return
+		default:
+		}
 		t := time.NewTimer(releaseWait)
 		defer t.Stop()
 		select {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/crosscheck/crosscheck/internal/embedded"
+	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 )
 
@@ -68,4 +69,19 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		<-tick.C
 	}
+}
+
+// AppendQuery appends ev to query id, whatever the query's last event, and
+// returns it as recorded.
+func AppendQuery(t testing.TB, store *eventstore.Store, id string, ev events.Event) events.Record {
+	t.Helper()
+	env, err := events.Wrap(events.AggregateQuery, id, ev, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := store.Append(context.Background(), env, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events.Record{Seq: app.Seq, Envelope: env, Event: ev}
 }
