@@ -89,12 +89,20 @@ func startRunner(t *testing.T, r *Runner) (stop func(cause error)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	return func(cause error) {
-		cancel(cause)
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
+	var once sync.Once
+	stop = func(cause error) {
+		once.Do(func() {
+			cancel(cause)
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
 	}
+	// A test that fails before it stops its runner still stops it: a
+	// runner left catching up would hold the collector's target for the
+	// tests after it.
+	t.Cleanup(func() { stop(nil) })
+	return stop
 }
 
 // A held change falls due after Every: the runner stores it without

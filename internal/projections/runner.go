@@ -133,6 +133,13 @@ func catchUp() (caughtUp func()) {
 // how long the stream stays idle before the last one is written.
 const checkpointEvery = 200 * time.Millisecond
 
+// catchUpIdle is how long nothing may come after a catch-up's first batch
+// before the catch-up counts as ended (the stream's last events may have
+// been deleted, so the run never reaches the sequence it started behind);
+// it is noticed when the stream has been idle for checkpointEvery. Tests
+// lengthen it.
+var catchUpIdle = checkpointEvery
+
 // runKey carries the identity of one Run in the context of its batches.
 type runKey struct{}
 
@@ -142,8 +149,14 @@ type runKey struct{}
 // between (it held the projection's lease meanwhile).
 func runOf(ctx context.Context) any { return ctx.Value(runKey{}) }
 
-// Run consumes until ctx ends.
-func (r *Runner) Run(ctx context.Context) error {
+// Run consumes until ctx ends, and then returns nil, also when ctx ends
+// while it starts; an error says why it could not start.
+func (r *Runner) Run(ctx context.Context) (err error) {
+	defer func() {
+		if ctx.Err() != nil {
+			err = nil
+		}
+	}()
 	ctx = context.WithValue(ctx, runKey{}, new(byte))
 	pos, err := Checkpoint(ctx, r.Checkpoints, r.Name)
 	if err != nil {
@@ -254,6 +267,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	deferred := time.NewTimer(time.Hour)
 	defer deferred.Stop()
 	recs := make([]events.Record, 0, size)
+	var lastIn time.Time // when the last event was delivered
 	for {
 		recs = recs[:0]
 		var stuck *delivered
@@ -270,7 +284,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		// An applied batch whose checkpoint is not written yet is
 		// written when no event comes for checkpointEvery, and a catch-up
-		// that nothing more comes for after its first batch has ended.
+		// that nothing more comes for after its first batch, for
+		// catchUpIdle, has ended.
 		var idleC, dueC <-chan time.Time
 		if mark() != saved || catching && applied > pos {
 			idle.Reset(checkpointEvery)
@@ -285,14 +300,17 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil
 		case <-idleC:
 			save(ctx)
-			caughtUp()
-			catching = false
+			if catching && time.Since(lastIn) >= catchUpIdle {
+				caughtUp()
+				catching = false
+			}
 			continue
 		case <-dueC:
 			flush(ctx, false)
 			continue
 		case d := <-in:
 			take(d)
+			lastIn = time.Now()
 		}
 	drain:
 		for len(recs) < size && stuck == nil {

@@ -275,12 +275,32 @@ func waitTarget(t *testing.T, g *gcTarget, want int, why string) {
 	})
 }
 
+// A runner stopped before it could start (its checkpoint not read, its
+// consumer not created) has simply stopped: Run returns nil, as it does
+// whenever its context ends, and the stop is not taken for a failure.
+func TestRunnerStoppedWhileStartingReturnsNil(t *testing.T) {
+	store := storetest.Open(t)
+	appendProgress(t, store, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := &Runner{Name: "proj_test", Stream: store.Queries, Filters: []string{"ev.query.>"},
+		HandleBatch: func(context.Context, []events.Record) error { return nil }, Checkpoints: store.Projections, Log: zerolog.Nop()}
+	if err := r.Run(ctx); err != nil {
+		t.Errorf("Run with its context ended returned %v, want nil", err)
+	}
+}
+
 // A runner that starts more than a batch behind applies that backlog with
 // the collector's target raised and restores it once it has applied every
 // event stored when it started; a runner within a batch of the end, or
 // under an operator's GOGC, leaves the target alone.
 func TestRunnerCatchesUpWithTheCollectorsTargetRaised(t *testing.T) {
 	g := observeGC(t, 100)
+	// Here the backlog's end ends the catch-up: on a loaded machine the
+	// deliveries may pause for longer than a catch-up may stay idle.
+	idle := catchUpIdle
+	catchUpIdle = time.Minute
+	t.Cleanup(func() { catchUpIdle = idle })
 	store := storetest.Open(t)
 
 	// seen is the target each applied event saw, last the last one applied.
