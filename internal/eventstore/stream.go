@@ -97,6 +97,16 @@ func (c *Consumption) Stop() { c.cc.Stop() }
 // Closed is closed when no handler runs any more after Stop.
 func (c *Consumption) Closed() <-chan struct{} { return c.cc.Closed() }
 
+// orderedHeartbeat is how often the server tells an ordered consumer that
+// its waiting pull is alive; once two are missed, the client recreates the
+// consumer after the last message it handed over. It bounds a stall:
+// nats.go does not ask for more messages while it is still sending its
+// previous pull, and when every message that pull asked for arrives
+// meanwhile, nothing asks again until the heartbeats are missed (seen on a
+// loaded machine with small batches: 3 runners in 300 stalled). With
+// nats.go's default of 5 s such a reader stood still for 10 s.
+const orderedHeartbeat = time.Second
+
 // Ordered delivers the messages of the stream matching filters to handle,
 // in stream order, from the one after sequence after (0: from the first),
 // through an ordered consumer: the client checks each delivery's sequence
@@ -122,7 +132,7 @@ func (st *Stream) Ordered(ctx context.Context, filters []string, after uint64, b
 			}
 		}
 		handle(m)
-	}, jetstream.PullMaxMessages(batch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	}, jetstream.PullMaxMessages(batch), jetstream.PullHeartbeat(orderedHeartbeat), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if onRestart != nil {
 			onRestart(err)
 		}
