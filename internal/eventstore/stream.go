@@ -101,7 +101,7 @@ func (c *Consumption) Closed() <-chan struct{} { return c.cc.Closed() }
 // its waiting pull is alive; once two are missed, the client recreates the
 // consumer after the last message it handed over. It bounds a stall:
 // nats.go does not ask for more messages while it is still sending its
-// previous pull, and when every message that pull asked for arrives
+// previous pull, and when every message still to come is handed over
 // meanwhile, nothing asks again until the heartbeats are missed (seen on a
 // loaded machine with small batches: 3 runners in 300 stalled). With
 // nats.go's default of 5 s such a reader stood still for 10 s.

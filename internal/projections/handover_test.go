@@ -37,16 +37,10 @@ func storedDoc(t *testing.T, store *eventstore.Store, id string) *QueryDoc {
 // document of id is at seq, then stops it, as a process losing the lease.
 func runQueryStatus(t *testing.T, store *eventstore.Store, p *QueryStatus, id string, seq uint64) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &Runner{Name: ConsumerQueryStatus, Stream: store.Queries, Filters: []string{"ev.query.>"},
-		HandleBatch: p.HandleBatch, Checkpoints: store.Projections, Log: zerolog.Nop()}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	stop := startRunner(t, &Runner{Name: ConsumerQueryStatus, Stream: store.Queries, Filters: []string{"ev.query.>"},
+		HandleBatch: p.HandleBatch, Checkpoints: store.Projections, Log: zerolog.Nop()})
 	storetest.WaitFor(t, 10*time.Second, "the document at its last event", func() bool { return storedDoc(t, store, id).Seq >= seq })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop(nil)
 }
 
 // Two processes take turns with the query-status projection: A applies the

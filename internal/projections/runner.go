@@ -84,8 +84,9 @@ const defaultBatch = 4096
 // allocates ~5.6 KB per event, nearly all of it garbage within its batch):
 // rebuilding `make bench`'s load data took ~8 % less CPU and ran ~7 %
 // faster at 200 (docs/BENCHMARKS.md). Once the runner has applied every
-// event stored when it started (or stops, or halts at an event it cannot
-// decode, or nothing comes for checkpointEvery), the target is restored,
+// event stored when it started, or nothing is left to deliver (or stops,
+// or halts at an event it cannot decode, or its deliveries stop for
+// catchUpIdle after its first batch), the target is restored,
 // so a service that has caught up runs with the collector's own default.
 const catchUpGCPercent = 200
 
@@ -133,12 +134,14 @@ func catchUp() (caughtUp func()) {
 // how long the stream stays idle before the last one is written.
 const checkpointEvery = 200 * time.Millisecond
 
-// catchUpIdle is how long nothing may come after a catch-up's first batch
-// before the catch-up counts as ended (the stream's last events may have
-// been deleted, so the run never reaches the sequence it started behind);
-// it is noticed when the stream has been idle for checkpointEvery. Tests
-// lengthen it.
-var catchUpIdle = checkpointEvery
+// catchUpIdle is how long deliveries may stop after a catch-up's first
+// batch, with events still to come, before the catch-up counts as ended:
+// a runner whose consumer cannot go on (its connection lost for good) does
+// not keep the collector's target raised. It is longer than an ordered
+// consumer that stopped receiving takes to be recreated (about 2 s, see
+// eventstore.Stream.Ordered), so such a pause does not end a catch-up. A
+// var: tests shorten or lengthen it.
+var catchUpIdle = 3 * time.Second
 
 // runKey carries the identity of one Run in the context of its batches.
 type runKey struct{}

@@ -384,7 +384,7 @@ func TestRunnerCatchesUpWithTheCollectorsTargetRaised(t *testing.T) {
 // first one found, and each catch-up ends once (a later one raises again).
 func TestRunnerEndsItsCatchUpHoweverItEnds(t *testing.T) {
 	ctx := context.Background()
-	runner := func(store *eventstore.Store, name string, handle BatchHandler) (stop func()) {
+	runner := func(t *testing.T, store *eventstore.Store, name string, handle BatchHandler) (stop func()) {
 		halt := startRunner(t, &Runner{Name: name, Stream: store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: handle,
 			Checkpoints: store.Projections, Batch: 7, Log: zerolog.Nop()})
 		return func() { halt(nil) }
@@ -404,7 +404,7 @@ func TestRunnerEndsItsCatchUpHoweverItEnds(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		stop := runner(store, "proj_tail", ok)
+		stop := runner(t, store, "proj_tail", ok)
 		defer stop()
 		waitSets(t, g, 100, 2, "once every stored event is applied")
 	})
@@ -413,7 +413,7 @@ func TestRunnerEndsItsCatchUpHoweverItEnds(t *testing.T) {
 		g := observeGC(t, 100)
 		store := storetest.Open(t)
 		appendProgress(t, store, 30)
-		stop := runner(store, "proj_failing", func(context.Context, []events.Record) error {
+		stop := runner(t, store, "proj_failing", func(context.Context, []events.Record) error {
 			return errors.New("read model unavailable")
 		})
 		waitTarget(t, g, catchUpGCPercent, "while catching up")
@@ -431,9 +431,27 @@ func TestRunnerEndsItsCatchUpHoweverItEnds(t *testing.T) {
 			t.Fatal(err)
 		}
 		appendProgress(t, store, 20)
-		stop := runner(store, "proj_stuck", ok)
+		stop := runner(t, store, "proj_stuck", ok)
 		defer stop()
 		waitSets(t, g, 100, 2, "at the event it cannot decode")
+	})
+
+	t.Run("its deliveries stopped for good", func(t *testing.T) {
+		g := observeGC(t, 100)
+		idle := catchUpIdle
+		catchUpIdle = 300 * time.Millisecond
+		t.Cleanup(func() { catchUpIdle = idle })
+		store := storetest.Open(t)
+		appendProgress(t, store, 30)
+		// The connection closes under the runner during its first batch:
+		// nothing more is delivered, events are left.
+		var cut sync.Once
+		stop := runner(t, store, "proj_cut", func(context.Context, []events.Record) error {
+			cut.Do(store.Conn().Close)
+			return nil
+		})
+		defer stop()
+		waitSets(t, g, 100, 2, "once nothing more came")
 	})
 
 	t.Run("overlapping runners, then another catch-up", func(t *testing.T) {
@@ -441,7 +459,7 @@ func TestRunnerEndsItsCatchUpHoweverItEnds(t *testing.T) {
 		store := storetest.Open(t)
 		appendProgress(t, store, 30)
 		release := make(chan struct{})
-		stopA := runner(store, "proj_a", func(ctx context.Context, _ []events.Record) error {
+		stopA := runner(t, store, "proj_a", func(ctx context.Context, _ []events.Record) error {
 			select {
 			case <-release:
 				return nil
@@ -450,7 +468,7 @@ func TestRunnerEndsItsCatchUpHoweverItEnds(t *testing.T) {
 			}
 		})
 		waitTarget(t, g, catchUpGCPercent, "while A catches up")
-		stopB := runner(store, "proj_b", ok)
+		stopB := runner(t, store, "proj_b", ok)
 		storetest.WaitFor(t, 10*time.Second, "B caught up", func() bool {
 			pos, err := Checkpoint(ctx, store.Projections, "proj_b")
 			return err == nil && pos == 30
@@ -469,7 +487,7 @@ func TestRunnerEndsItsCatchUpHoweverItEnds(t *testing.T) {
 		if err := Rewind(ctx, store.Projections, "proj_b"); err != nil {
 			t.Fatal(err)
 		}
-		stopB = runner(store, "proj_b", ok)
+		stopB = runner(t, store, "proj_b", ok)
 		waitSets(t, g, 150, 4, "after another catch-up")
 		stopB()
 	})
