@@ -359,7 +359,6 @@ func TestLaterEventOfAnEndedQueryAppliesToItsCachedDocument(t *testing.T) {
 	}
 }
 
-// submittedReq1 is the submission of req_1, a unify query of m, at
 // heldStatus opens a store, a query-status projection over it that holds
 // running documents (for an hour), and a model for the queries' events.
 func heldStatus(t *testing.T) (*eventstore.Store, *QueryStatus, events.ModelRef) {
@@ -368,6 +367,7 @@ func heldStatus(t *testing.T) (*eventstore.Store, *QueryStatus, events.ModelRef)
 	return store, &QueryStatus{Store: store, Every: time.Hour}, events.ModelRef{Provider: "provider_a", ModelID: "a"}
 }
 
+// submittedReq1 is the submission of req_1, a unify query of m, at
 // sequence 1.
 func submittedReq1(m events.ModelRef) events.Record {
 	return record(1, events.QuerySubmitted{RequestID: "req_1", AccountID: "acct_1", Mode: events.ModeUnify, Models: []events.ModelRef{m}})

@@ -266,6 +266,23 @@ func waitSets(t *testing.T, g *gcTarget, want, sets int, why string) {
 	})
 }
 
+// behind observes the collector's target from start (see observeGC) and
+// opens a store holding n events, more than a batch of the runners these
+// tests start; it returns the last event's sequence.
+func behind(t *testing.T, start, n int) (*gcTarget, *eventstore.Store, uint64) {
+	t.Helper()
+	g := observeGC(t, start)
+	store := storetest.Open(t)
+	return g, store, appendProgress(t, store, n)
+}
+
+// idleFor sets catchUpIdle to d for the rest of the test.
+func idleFor(t *testing.T, d time.Duration) {
+	prev := catchUpIdle
+	catchUpIdle = d
+	t.Cleanup(func() { catchUpIdle = prev })
+}
+
 // waitTarget waits until g's target is want.
 func waitTarget(t *testing.T, g *gcTarget, want int, why string) {
 	t.Helper()
@@ -298,9 +315,7 @@ func TestRunnerCatchesUpWithTheCollectorsTargetRaised(t *testing.T) {
 	g := observeGC(t, 100)
 	// Here the backlog's end ends the catch-up: on a loaded machine the
 	// deliveries may pause for longer than a catch-up may stay idle.
-	idle := catchUpIdle
-	catchUpIdle = time.Minute
-	t.Cleanup(func() { catchUpIdle = idle })
+	idleFor(t, time.Minute)
 	store := storetest.Open(t)
 
 	// seen is the target each applied event saw, last the last one applied.
@@ -392,9 +407,7 @@ func TestRunnerEndsItsCatchUpHoweverItEnds(t *testing.T) {
 	ok := func(context.Context, []events.Record) error { return nil }
 
 	t.Run("the stream's last events deleted", func(t *testing.T) {
-		g := observeGC(t, 100)
-		store := storetest.Open(t)
-		last := appendProgress(t, store, 30)
+		g, store, last := behind(t, 100, 30)
 		stream, err := storetest.JetStream(t, store).Stream(ctx, store.Queries.Name())
 		if err != nil {
 			t.Fatal(err)
@@ -410,9 +423,7 @@ func TestRunnerEndsItsCatchUpHoweverItEnds(t *testing.T) {
 	})
 
 	t.Run("stopped while its batches fail", func(t *testing.T) {
-		g := observeGC(t, 100)
-		store := storetest.Open(t)
-		appendProgress(t, store, 30)
+		g, store, _ := behind(t, 100, 30)
 		stop := runner(t, store, "proj_failing", func(context.Context, []events.Record) error {
 			return errors.New("read model unavailable")
 		})
@@ -437,12 +448,8 @@ func TestRunnerEndsItsCatchUpHoweverItEnds(t *testing.T) {
 	})
 
 	t.Run("its deliveries stopped for good", func(t *testing.T) {
-		g := observeGC(t, 100)
-		idle := catchUpIdle
-		catchUpIdle = 300 * time.Millisecond
-		t.Cleanup(func() { catchUpIdle = idle })
-		store := storetest.Open(t)
-		appendProgress(t, store, 30)
+		g, store, _ := behind(t, 100, 30)
+		idleFor(t, 300*time.Millisecond)
 		// The connection closes under the runner during its first batch:
 		// nothing more is delivered, events are left.
 		var cut sync.Once
@@ -455,9 +462,7 @@ func TestRunnerEndsItsCatchUpHoweverItEnds(t *testing.T) {
 	})
 
 	t.Run("overlapping runners, then another catch-up", func(t *testing.T) {
-		g := observeGC(t, 150)
-		store := storetest.Open(t)
-		appendProgress(t, store, 30)
+		g, store, _ := behind(t, 150, 30)
 		release := make(chan struct{})
 		stopA := runner(t, store, "proj_a", func(ctx context.Context, _ []events.Record) error {
 			select {
