@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -28,16 +27,6 @@ type natsCluster struct {
 	mu    sync.Mutex
 	opts  []*server.Options
 	nodes []*server.Server
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // startCluster starts the three nodes and waits for JetStream.
@@ -96,14 +85,46 @@ func (c *natsCluster) start(i int) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	log := &nodeLog{}
+	s.SetLogger(log, false, false)
 	go s.Start()
 	if !s.ReadyForConnections(30 * time.Second) {
-		c.t.Fatalf("node %d did not start", i+1)
+		s.Shutdown()
+		c.t.Fatalf("node %d did not start: %s", i+1, log)
 	}
 	c.mu.Lock()
 	c.nodes[i] = s
 	c.mu.Unlock()
 }
+
+// nodeLog keeps a node's fatal errors, for a test that fails to start it
+// (a node that cannot listen says so only to its logger).
+type nodeLog struct {
+	mu     sync.Mutex
+	errors []string
+}
+
+func (l *nodeLog) record(format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errors = append(l.errors, fmt.Sprintf(format, v...))
+}
+
+func (l *nodeLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.errors) == 0 {
+		return "it logged no fatal error"
+	}
+	return strings.Join(l.errors, "; ")
+}
+
+func (l *nodeLog) Fatalf(format string, v ...any) { l.record(format, v...) }
+func (l *nodeLog) Errorf(string, ...any)          {}
+func (l *nodeLog) Noticef(string, ...any)         {}
+func (l *nodeLog) Warnf(string, ...any)           {}
+func (l *nodeLog) Debugf(string, ...any)          {}
+func (l *nodeLog) Tracef(string, ...any)          {}
 
 func (c *natsCluster) stop(i int) {
 	c.mu.Lock()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -163,16 +162,6 @@ func TestKillNineAndRestart(t *testing.T) {
 		}
 		must(t, len(q.Answers) == 4, "query %s: %d answers", id, len(q.Answers))
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // The query read model can be deleted and rebuilt from the stream to the
