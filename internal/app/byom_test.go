@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crosscheck/crosscheck/internal/byom"
 	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/modes"
@@ -48,6 +49,9 @@ type byomHost struct {
 	echo bool
 	// bodies are the request bodies received, by model.
 	bodies map[string][]string
+	// pad, when set, is how many bytes a Chat Completions answer of the
+	// answer step is padded to.
+	pad int
 }
 
 func newBYOMHost(t *testing.T, key, model string) *byomHost {
@@ -102,7 +106,7 @@ func (h *byomHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.bodies[model] = append(h.bodies[model], string(body))
 	h.headers = append(h.headers, r.Header.Get("X-Customer"))
 	h.apiVersions = append(h.apiVersions, r.URL.Query().Get("api-version"))
-	fail, echo := h.fail, h.echo
+	fail, echo, pad := h.fail, h.echo, h.pad
 	if key == h.key && model == h.model {
 		h.calls++
 	}
@@ -129,6 +133,9 @@ func (h *byomHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch format {
 	case "chat", "azure":
 		out := playStep(req)
+		if pad > len(out.Text) && req["response_format"] == nil {
+			out.Text += strings.Repeat("x", pad-len(out.Text))
+		}
 		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1760000000,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
 			model, out.Text, out.Usage.InputTokens, out.Usage.OutputTokens, out.Usage.InputTokens+out.Usage.OutputTokens)
 	case "responses":
@@ -431,6 +438,40 @@ func TestBYOMFailureNoFallback(t *testing.T) {
 	must(t, res["status"] == "failed" && jsonPath(res, "error", "code") == "provider_error", "alone: %v", res)
 	must(t, len(res["models"].([]any)) == 1 && modelEntry(res, id)["status"] == "failed", "a model ran in the BYOM's place: %v", res["models"])
 	must(t, jsonPath(res, "credits", "charged") == 0.0, "charged: %v", res["credits"])
+}
+
+// A customer-owned model's answer longer than byom.MaxAnswerBytes fails
+// that model, and the query goes on without it: unbounded, an answer too
+// large to be stored as an event held the query running (and its
+// reservation open) through every redelivery, and a long one fed every
+// first-party call that reads it.
+func TestBYOMAnswerTooLong(t *testing.T) {
+	host := newBYOMHost(t, byomKey, "llama3.1:8b")
+	h := newHarness(t)
+	acct := h.account()
+	key := h.key(acct)
+	id := h.connectOK(acct, host)
+	for _, tc := range []struct {
+		pad    int
+		status string
+	}{{byom.MaxAnswerBytes, "answered"}, {byom.MaxAnswerBytes + 1, "failed"}, {9 << 20, "failed"}} {
+		host.mu.Lock()
+		host.pad = tc.pad
+		host.mu.Unlock()
+		r := h.submit(key, map[string]any{"mode": "unify", "prompt": "hi", "custom_models": []string{id}})
+		must(t, r.status == 202, "submit: %d %s", r.status, r.body)
+		res := h.wait(key, r.json(t)["request_id"].(string), 30*time.Second)
+		must(t, res["status"] == "completed", "an answer of %d bytes: %v", tc.pad, res["status"])
+		m := modelEntry(res, id)
+		must(t, m["status"] == tc.status, "an answer of %d bytes: the BYOM %v, want %s", tc.pad, m["status"], tc.status)
+		if tc.status == "failed" {
+			msg, _ := jsonPath(m, "error", "message").(string)
+			must(t, jsonPath(m, "error", "class") == "invalid_output" && strings.Contains(msg, fmt.Sprint(byom.MaxAnswerBytes)),
+				"an answer of %d bytes: %v", tc.pad, m["error"])
+		} else {
+			must(t, len(m["answer"].(string)) == tc.pad, "an answer of %d bytes stored as %d", tc.pad, len(m["answer"].(string)))
+		}
+	}
 }
 
 // readTree returns every file under dir.

@@ -135,7 +135,10 @@ type scrubbed struct {
 }
 
 // Complete runs the call; an upstream *providers.Error comes back with its
-// message scrubbed, any other error (the context's) as it is.
+// message scrubbed, any other error (the context's) as it is. An answer of
+// more than MaxAnswerBytes fails the call (invalid_output): the host chose
+// its length, a first-party call that reads it would pay for it, and an
+// answer too large for an event could not be recorded at all.
 func (s scrubbed) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 	resp, err := s.Provider.Complete(ctx, req)
 	var pe *providers.Error
@@ -144,5 +147,25 @@ func (s scrubbed) Complete(ctx context.Context, req *providers.Request) (*provid
 		cp.Message = scrub(pe.Message, s.conn)
 		return resp, &cp
 	}
+	if n := answerBytes(resp); err == nil && n > MaxAnswerBytes {
+		return &providers.Response{Usage: resp.Usage, Latency: resp.Latency}, &providers.Error{Class: providers.ClassInvalidOutput,
+			Message: fmt.Sprintf("the answer has %d bytes; a customer-owned model's answer may have at most %d", n, MaxAnswerBytes)}
+	}
 	return resp, err
+}
+
+// answerBytes is the size of what resp answers: its text, structured
+// output, citations and tool calls.
+func answerBytes(resp *providers.Response) int {
+	if resp == nil {
+		return 0
+	}
+	n := max(len(resp.Text), len(resp.JSON)) // the structured output is the text, unfenced
+	for _, c := range resp.Citations {
+		n += len(c.URL) + len(c.Title) + len(c.Snippet)
+	}
+	for _, c := range resp.ToolCalls {
+		n += len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	return n
 }

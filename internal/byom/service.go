@@ -37,6 +37,9 @@ const (
 	MaxContextWindow = 100_000_000
 	// MaxCustomModels bounds the custom_models of one query.
 	MaxCustomModels = 8
+	// MaxAnswerBytes bounds what one call of a customer-owned model may
+	// answer (its text, structured output, citations and tool calls).
+	MaxAnswerBytes = 128 << 10
 	// DefaultTestTimeout bounds a connection test.
 	DefaultTestTimeout = 15 * time.Second
 	// MaxExcerpt bounds the upstream text an error shows.

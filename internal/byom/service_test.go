@@ -1,12 +1,16 @@
 package byom
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/egress"
+	"github.com/crosscheck/crosscheck/internal/events"
+	"github.com/crosscheck/crosscheck/internal/providers"
 )
 
 func testService(t testing.TB) *Service {
@@ -54,4 +58,38 @@ func FuzzConnectRequest(f *testing.F) {
 			t.Fatalf("accepted a refused base_url %q", req.BaseURL)
 		}
 	})
+}
+
+// Every part of an answer counts towards MaxAnswerBytes: its text (or
+// structured output), citations and tool calls.
+func TestAnswerBound(t *testing.T) {
+	long := strings.Repeat("x", MaxAnswerBytes/2)
+	for _, tc := range []struct {
+		name string
+		resp providers.Response
+		fail bool
+	}{
+		{"text at the bound", providers.Response{Text: long + long}, false},
+		{"text over it", providers.Response{Text: long + long + "x"}, true},
+		{"structured output, counted once", providers.Response{Text: "```json\n" + long + "```", JSON: json.RawMessage(long)}, false},
+		{"citations", providers.Response{Text: long, Citations: []events.Citation{{URL: "https://example.com/", Snippet: long}}}, true},
+		{"tool calls", providers.Response{Text: "a", ToolCalls: []events.ToolCall{{ID: "c1", Name: "f", Arguments: long}, {ID: "c2", Name: "f", Arguments: long}}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := scrubbed{Provider: providers.ProviderFunc(func(context.Context, *providers.Request) (*providers.Response, error) {
+				resp := tc.resp
+				return &resp, nil
+			})}
+			resp, err := p.Complete(context.Background(), &providers.Request{})
+			var pe *providers.Error
+			switch {
+			case !tc.fail && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.fail && (!errors.As(err, &pe) || pe.Class != providers.ClassInvalidOutput):
+				t.Fatalf("got %v, want invalid_output", err)
+			case tc.fail && (resp == nil || resp.Text != "" || len(resp.ToolCalls) != 0):
+				t.Fatalf("the refused answer came back: %d bytes", answerBytes(resp))
+			}
+		})
+	}
 }
