@@ -10,11 +10,7 @@ import (
 // and model "custom": neither the host's model name nor the model's id is
 // ever a label value.
 func TestBYOMCallsCountedCustomerBilled(t *testing.T) {
-	host := newBYOMHost(t, byomKey, "llama-metrics-label-check")
-	h := newHarness(t)
-	acct := h.account()
-	key := h.key(acct)
-	id := h.connectOK(acct, host)
+	h, host, _, key, id := byomAccount(t, "llama-metrics-label-check")
 
 	before := h.scrape(h.m.AdminURL())
 	r := h.submit(key, map[string]any{"mode": "unify", "prompt": "When was the Eiffel Tower completed?", "models": map[string]any{}, "custom_models": []string{id}})

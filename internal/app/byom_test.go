@@ -205,6 +205,17 @@ func (h *harness) connectOK(accountID string, host *byomHost) string {
 
 const byomKey = "sk-byom-7f3a9c1e5d2b8a4f6e0c"
 
+// byomAccount starts a service and a host of model, and connects the
+// model to a new account; it returns the account, a key of it and the
+// model's id.
+func byomAccount(t *testing.T, model string) (h *harness, host *byomHost, acct, key, id string) {
+	host = newBYOMHost(t, byomKey, model)
+	h = newHarness(t)
+	acct = h.account()
+	key = h.key(acct)
+	return h, host, acct, key, h.connectOK(acct, host)
+}
+
 func TestBYOMConnect(t *testing.T) {
 	host := newBYOMHost(t, byomKey, "llama3.1:8b")
 	h := newHarness(t)
@@ -312,11 +323,7 @@ func modelEntry(res map[string]any, key string) map[string]any {
 }
 
 func TestBYOMInEveryMode(t *testing.T) {
-	host := newBYOMHost(t, byomKey, "llama3.1:8b")
-	h := newHarness(t)
-	acct := h.account()
-	key := h.key(acct)
-	id := h.connectOK(acct, host)
+	h, host, acct, key, id := byomAccount(t, "llama3.1:8b")
 	balance := func() float64 {
 		return h.admin("GET", "/admin/v1/accounts/"+acct, nil).json(t)["balance"].(float64)
 	}
@@ -364,11 +371,7 @@ func TestBYOMInEveryMode(t *testing.T) {
 }
 
 func TestBYOMRefusedOnQueries(t *testing.T) {
-	host := newBYOMHost(t, byomKey, "llama3.1:8b")
-	h := newHarness(t)
-	acct := h.account()
-	key := h.key(acct)
-	id := h.connectOK(acct, host)
+	h, host, acct, key, id := byomAccount(t, "llama3.1:8b")
 	otherAcct := h.account()
 	otherKey := h.key(otherAcct)
 	otherID := h.connectOK(otherAcct, host)
@@ -418,11 +421,7 @@ func TestBYOMRefusedOnQueries(t *testing.T) {
 // A failing BYOM fails alone, with its class in the result; nothing runs
 // in its place.
 func TestBYOMFailureNoFallback(t *testing.T) {
-	host := newBYOMHost(t, byomKey, "llama3.1:8b")
-	h := newHarness(t)
-	acct := h.account()
-	key := h.key(acct)
-	id := h.connectOK(acct, host)
+	h, host, _, key, id := byomAccount(t, "llama3.1:8b")
 	host.setFail(true)
 
 	r := h.submit(key, map[string]any{"mode": "unify", "prompt": "hi", "custom_models": []string{id}})
@@ -446,11 +445,7 @@ func TestBYOMFailureNoFallback(t *testing.T) {
 // reservation open) through every redelivery, and a long one fed every
 // first-party call that reads it.
 func TestBYOMAnswerTooLong(t *testing.T) {
-	host := newBYOMHost(t, byomKey, "llama3.1:8b")
-	h := newHarness(t)
-	acct := h.account()
-	key := h.key(acct)
-	id := h.connectOK(acct, host)
+	h, host, _, key, id := byomAccount(t, "llama3.1:8b")
 	for _, tc := range []struct {
 		pad    int
 		status string
@@ -496,11 +491,7 @@ func readTree(t *testing.T, dir string) map[string][]byte {
 // The provider key is only ciphertext at rest; rotation seals it under a
 // new key with queries before and after, and across a restart.
 func TestBYOMKeyAtRestAndRotation(t *testing.T) {
-	host := newBYOMHost(t, byomKey, "llama3.1:8b")
-	h := newHarness(t)
-	acct := h.account()
-	key := h.key(acct)
-	id := h.connectOK(acct, host)
+	h, _, acct, key, id := byomAccount(t, "llama3.1:8b")
 	ask := func(what string) {
 		t.Helper()
 		r := h.submit(key, map[string]any{"mode": "unify", "prompt": "hi", "models": map[string]any{}, "custom_models": []string{id}})
@@ -543,11 +534,7 @@ func TestBYOMKeyAtRestAndRotation(t *testing.T) {
 // A process without the key that sealed a model's secret fails that model
 // with a clear error and serves the rest.
 func TestBYOMUndecryptable(t *testing.T) {
-	host := newBYOMHost(t, byomKey, "llama3.1:8b")
-	h := newHarness(t)
-	acct := h.account()
-	key := h.key(acct)
-	id := h.connectOK(acct, host)
+	h, _, _, key, id := byomAccount(t, "llama3.1:8b")
 	h.m.Close()
 	h.cfg.MasterKey = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
 	h.start()
