@@ -428,6 +428,19 @@ func TestEstimateCost(t *testing.T) {
 	must(t, r.status == 200 && r.json(t)["estimated_credits"].(float64) < full["estimated_credits"].(float64), "skipping providers must cost less: %s", r.body)
 	r = h.api("POST", "/v1/estimate-cost", key, map[string]any{"mode": "unify", "prompt": "How much?", "models": map[string]any{"provider_a": "sim-alpha-max"}})
 	must(t, r.status == 200 && len(r.json(t)["calls"].([]any)) == 1, "one premium model: %s", r.body)
+	// The tools are input of each model's answer, not of the synthesis.
+	tools := []any{map[string]any{"name": "get_weather", "description": strings.Repeat("Looks up the weather of a city. ", 200),
+		"parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}
+	r = h.api("POST", "/v1/estimate-cost", key, map[string]any{"mode": "unify", "prompt": "How much?", "tools": tools})
+	must(t, r.status == 200, "estimate with tools: %d %s", r.status, r.body)
+	for i, c := range r.json(t)["calls"].([]any) {
+		with, without := jsonPath(c, "credits").(float64), jsonPath(calls[i], "credits").(float64)
+		if jsonPath(c, "role") == "answer" {
+			must(t, with > without, "answer %d: %v credits with the tools, %v without", i, with, without)
+		} else {
+			must(t, with == without, "%v: %v credits with the tools, %v without", jsonPath(c, "role"), with, without)
+		}
+	}
 	// It validates like POST /v1/queries and reserves nothing.
 	for _, c := range []struct {
 		body any

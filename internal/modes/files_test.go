@@ -274,8 +274,8 @@ func TestEstimateCountsFilesAndCoversTheCharge(t *testing.T) {
 			q, src := attachedQuery(t, mode)
 			est := &pricing.Estimator{Catalog: catalog.Simulated(), Planner: pricing.PlanFunc(Plan)}
 			sub := q.Submitted
-			without := est.Estimate(mode, sub.Prompt, sub.Models, nil)
-			with := est.Estimate(mode, sub.Prompt, sub.Models, sub.Files)
+			without := est.Estimate(mode, sub.Prompt, nil, sub.Models, nil)
+			with := est.Estimate(mode, sub.Prompt, nil, sub.Models, sub.Files)
 			if with.Micros <= without.Micros {
 				t.Fatalf("estimate with files %d, without %d: the files are not counted", with.Micros, without.Micros)
 			}

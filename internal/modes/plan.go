@@ -19,7 +19,7 @@ func Plan(mode string, n int) []pricing.Step {
 	all := float64(n)
 	switch mode {
 	case events.ModeJustify:
-		calls := []pricing.Step{{Role: events.StepAnswer, Each: true, Prompt: true, Files: true, Output: 1}}
+		calls := []pricing.Step{{Role: events.StepAnswer, Each: true, Prompt: true, Files: true, Tools: true, Output: 1}}
 		if n < 2 {
 			return calls
 		}
@@ -30,7 +30,7 @@ func Plan(mode string, n int) []pricing.Step {
 		)
 	case events.ModeVerify:
 		calls := []pricing.Step{
-			{Role: events.StepResearch, Each: true, Instructions: researchInstructions, Prompt: true, Files: true, Context: researchContextTokens, Output: 1},
+			{Role: events.StepResearch, Each: true, Instructions: researchInstructions, Prompt: true, Files: true, Tools: true, Context: researchContextTokens, Output: 1},
 			{Role: events.StepExtractClaims, Each: true, Instructions: extractInstructions, Prompt: true, Answers: 1, Output: 1.3},
 		}
 		if n > 1 {
@@ -41,7 +41,7 @@ func Plan(mode string, n int) []pricing.Step {
 			pricing.Step{Role: events.StepRewrite, Instructions: rewriteInstructions, Prompt: true, Answers: all + 1, Output: 1},
 		)
 	}
-	calls := []pricing.Step{{Role: events.StepAnswer, Each: true, Prompt: true, Files: true, Output: 1}}
+	calls := []pricing.Step{{Role: events.StepAnswer, Each: true, Prompt: true, Files: true, Tools: true, Output: 1}}
 	if n > 1 {
 		calls = append(calls, pricing.Step{Role: events.StepSynthesis, Instructions: synthesisInstructions, Prompt: true, Answers: all, Output: 0.5 * all})
 	}

@@ -34,8 +34,8 @@ func TestLoadTokenizersNamesTheEncodingsItCannotLoad(t *testing.T) {
 	p, _ := c.Provider(catalog.ProviderB)
 	ref := events.ModelRef{Provider: catalog.ProviderB, ModelID: p.Default().ID}
 	prompt := strings.Repeat("abcd", 100)
-	withUnknown := est.Estimate(events.ModeUnify, prompt, []events.ModelRef{ref}, nil)
-	plain := estimator().Estimate(events.ModeUnify, prompt, []events.ModelRef{ref}, nil)
+	withUnknown := est.Estimate(events.ModeUnify, prompt, nil, []events.ModelRef{ref}, nil)
+	plain := estimator().Estimate(events.ModeUnify, prompt, nil, []events.ModelRef{ref}, nil)
 	if withUnknown.Calls[0].InputTokens != plain.Calls[0].InputTokens {
 		t.Fatalf("input tokens with an unknown encoding: got %d, want the approximation's %d", withUnknown.Calls[0].InputTokens, plain.Calls[0].InputTokens)
 	}

@@ -7,6 +7,7 @@ package pricing
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -23,6 +24,10 @@ import (
 const (
 	framingTokens       = 4
 	perAnswerHeadingTok = 12
+	// toolsFramingTokens is what offering tools adds to a call beside the
+	// tools' own text: the largest of the vendors' additions, Anthropic's
+	// tool-use system prompt (about 350 tokens).
+	toolsFramingTokens = 350
 	// MarginPercent is the margin a reservation keeps above the estimate.
 	MarginPercent = 25
 )
@@ -48,6 +53,8 @@ type Step struct {
 	Context int
 	// Files is whether the call carries the query's attached files.
 	Files bool
+	// Tools is whether the call carries the query's tools.
+	Tools bool
 	// Output is its output, in expected answers.
 	Output float64
 }
@@ -93,9 +100,10 @@ type Estimator struct {
 // OpenAI-family models, in pieces of at most MaxPieceBytes bytes and each
 // distinct text once per tokenizer, and approximated as one token per four
 // bytes for the others; each call that carries the files adds FileTokens for
-// each file as the calling model receives it. A customer-owned model costs
-// nothing.
-func (e *Estimator) Estimate(mode, prompt string, selected []events.ModelRef, files []events.FileRef) Estimate {
+// each file as the calling model receives it, and each call that carries the
+// tools their names, descriptions and parameters' schemas with
+// toolsFramingTokens. A customer-owned model costs nothing.
+func (e *Estimator) Estimate(mode, prompt string, tools []events.Tool, selected []events.ModelRef, files []events.FileRef) Estimate {
 	var out Estimate
 	if len(selected) == 0 {
 		return out
@@ -108,6 +116,10 @@ func (e *Estimator) Estimate(mode, prompt string, selected []events.ModelRef, fi
 	// Each distinct text is counted once per tokenizer, however many calls
 	// of the plan send it.
 	tokens := counter{}
+	var toolText strings.Builder
+	for _, t := range tools {
+		toolText.WriteString(t.Name + "\n" + t.Description + "\n" + t.Parameters + "\n")
+	}
 	for _, step := range e.Planner.Plan(mode, len(selected)) {
 		callers := selected[:1]
 		if step.Each {
@@ -126,6 +138,9 @@ func (e *Estimator) Estimate(mode, prompt string, selected []events.ModelRef, fi
 				for _, f := range files {
 					in += FileTokens(f, f.SeenBy(m.Key()))
 				}
+			}
+			if step.Tools && len(tools) > 0 {
+				in += toolsFramingTokens + tokens.count(model.Tokenizer, toolText.String())
 			}
 			c := Call{Role: step.Role, Model: m, InputTokens: in, OutputTokens: int(step.Output * float64(model.ExpectedOutput))}
 			c.Micros = price(m, model, c.InputTokens, c.OutputTokens)

@@ -57,7 +57,7 @@ func TestEstimateCountsThePromptOnceInBoundedPieces(t *testing.T) {
 					}
 				})
 				defer restore()
-				est := estimator().Estimate(mode, prompt, selected(t, 4), nil)
+				est := estimator().Estimate(mode, prompt, nil, selected(t, 4), nil)
 				if est.Micros <= 0 {
 					t.Fatalf("estimate %d micro-credits", est.Micros)
 				}
@@ -115,7 +115,7 @@ func BenchmarkEstimateVerify(b *testing.B) {
 	prompt := strings.Repeat("a", 32<<10)
 	e, sel := estimator(), selected(b, 1)
 	for b.Loop() {
-		e.Estimate(events.ModeVerify, prompt, sel, nil)
+		e.Estimate(events.ModeVerify, prompt, nil, sel, nil)
 	}
 }
 
@@ -126,7 +126,7 @@ func TestEstimatesCountTheStepsInstructionsOnce(t *testing.T) {
 	const prompt = "how far is the moon"
 	est := estimator()
 	for _, mode := range []string{events.ModeJustify, events.ModeUnify} {
-		est.Estimate(mode, "first "+prompt, selected(t, 4), nil) // counts the instructions
+		est.Estimate(mode, "first "+prompt, nil, selected(t, 4), nil) // counts the instructions
 	}
 	var others []string
 	restore := pricing.ObserveEncode(func(piece string) {
@@ -137,12 +137,43 @@ func TestEstimatesCountTheStepsInstructionsOnce(t *testing.T) {
 	defer restore()
 	for i := range 3 {
 		for _, mode := range []string{events.ModeJustify, events.ModeUnify} {
-			if e := est.Estimate(mode, fmt.Sprintf("%d %s", i, prompt), selected(t, 4), nil); e.Micros <= 0 {
+			if e := est.Estimate(mode, fmt.Sprintf("%d %s", i, prompt), nil, selected(t, 4), nil); e.Micros <= 0 {
 				t.Fatalf("estimate %d micro-credits", e.Micros)
 			}
 		}
 	}
 	if len(others) > 0 {
 		t.Errorf("tiktoken encoded %d pieces of text other than the prompts, want none (the instructions were counted before): %q", len(others), others)
+	}
+}
+
+// The query's tools are input of the calls that carry them (each model's
+// answer, or its research in verify) and of no other call: an estimate
+// without them reserved too little for a query whose tools are long.
+func TestEstimateCountsTheToolsWhereTheyAreSent(t *testing.T) {
+	const prompt = "what is the weather in Paris"
+	tools := []events.Tool{{Name: "get_weather", Description: strings.Repeat("Looks up the weather of a city. ", 200),
+		Parameters: `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`}}
+	carries := map[string]bool{events.StepAnswer: true, events.StepResearch: true}
+	for _, mode := range []string{events.ModeUnify, events.ModeJustify, events.ModeVerify} {
+		t.Run(mode, func(t *testing.T) {
+			without := estimator().Estimate(mode, prompt, nil, selected(t, 4), nil)
+			with := estimator().Estimate(mode, prompt, tools, selected(t, 4), nil)
+			if len(with.Calls) != len(without.Calls) {
+				t.Fatalf("%d calls with tools, %d without", len(with.Calls), len(without.Calls))
+			}
+			for i, c := range with.Calls {
+				added := c.InputTokens - without.Calls[i].InputTokens
+				switch {
+				case carries[c.Role] && added < 1200:
+					t.Errorf("%s by %s: the tools added %d input tokens, want their ~1,400", c.Role, c.Model.Key(), added)
+				case !carries[c.Role] && added != 0:
+					t.Errorf("%s by %s: the tools added %d input tokens to a call that does not send them", c.Role, c.Model.Key(), added)
+				}
+			}
+			if with.Micros <= without.Micros {
+				t.Errorf("estimate %d with the tools, %d without", with.Micros, without.Micros)
+			}
+		})
 	}
 }

@@ -144,7 +144,7 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	if err := s.acquire(first, caller.Fingerprint, requestID); err != nil {
 		return refused(err)
 	}
-	estimate := s.Estimator.Estimate(req.Mode, req.Prompt, req.Selected, files)
+	estimate := s.Estimator.Estimate(req.Mode, req.Prompt, req.Tools, req.Selected, files)
 	if err := s.Credits.Reserve(ctx, caller.AccountID, requestID, estimate.Micros, resuming); err != nil {
 		_ = s.Release(ctx, caller.Fingerprint, requestID)
 		return refused(err)
@@ -300,7 +300,7 @@ func (s *Service) Estimate(ctx context.Context, caller accounts.Caller, body []b
 	if err != nil {
 		return Quote{}, err
 	}
-	q := Quote{Mode: req.Mode, Estimate: s.Estimator.Estimate(req.Mode, req.Prompt, req.Selected, files), Account: acc}
+	q := Quote{Mode: req.Mode, Estimate: s.Estimator.Estimate(req.Mode, req.Prompt, req.Tools, req.Selected, files), Account: acc}
 	q.Sufficient = q.Estimate.Micros <= acc.BalanceMicros
 	q.WithinCap = acc.CapMicros == nil || acc.SpentThisMonth+acc.ReservedMicros+q.Estimate.Micros <= *acc.CapMicros
 	return q, nil
