@@ -49,8 +49,8 @@ type byomHost struct {
 	echo bool
 	// bodies are the request bodies received, by model.
 	bodies map[string][]string
-	// pad, when set, is how many bytes a Chat Completions answer of the
-	// answer step is padded to.
+	// pad, when set, is how many bytes a Chat Completions answer without
+	// structured output is padded to.
 	pad int
 }
 
