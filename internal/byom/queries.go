@@ -125,10 +125,11 @@ func (s *Service) Provider(ctx context.Context, ref events.ModelRef) (providers.
 	return p, nil
 }
 
-// scrubbed is a BYOM's backend whose upstream errors carry at most a short
-// excerpt of the host's message, without the key or a header value, as
-// the connection test's do: that message reaches the result, its events
-// and the logs.
+// scrubbed is a BYOM's backend as a query calls it: its upstream errors
+// carry at most a short excerpt of the host's message, without the key or
+// a header value, as the connection test's do (that message reaches the
+// result, its events and the logs), and its answers at most
+// MaxAnswerBytes.
 type scrubbed struct {
 	providers.Provider
 	conn Connection
