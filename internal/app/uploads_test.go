@@ -21,6 +21,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/extract"
 	"github.com/crosscheck/crosscheck/internal/extract/extracttest"
+	"github.com/crosscheck/crosscheck/internal/handlers"
 )
 
 // TestMain lets the test binary act as the extraction child of the file
@@ -326,7 +327,11 @@ func TestFilesParallelUploadMemory(t *testing.T) {
 		t.Skip("uploads 600 MB; a measurement, run without -race and -short")
 	}
 	h := newHarness(t)
-	key := h.newKey()
+	// Each key has at most handlers.MaxUploadsPerKey uploads in progress.
+	var keys []string
+	for range 20 / handlers.MaxUploadsPerKey {
+		keys = append(keys, h.newKey())
+	}
 	content := extracttest.PaddedPDF(30<<20, "A page of a large file.")
 	body, ct := multipartBody(t, "big.pdf", content)
 	runtime.GC()
@@ -351,10 +356,10 @@ func TestFilesParallelUploadMemory(t *testing.T) {
 	})
 	var wg sync.WaitGroup
 	var ok atomic.Int32
-	for range 20 {
+	for i := range 20 {
 		wg.Go(func() {
 			req, _ := http.NewRequest("POST", h.m.URL()+"/v1/files", bytes.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Authorization", "Bearer "+keys[i%len(keys)])
 			req.Header.Set("Content-Type", ct)
 			resp, err := (&http.Client{Timeout: 10 * time.Minute}).Do(req)
 			if err != nil {
