@@ -43,9 +43,20 @@ type meter struct {
 	CostMicros int64
 }
 
-// complete runs req on ref's backend, as ref's model (it sets req.Model).
-// The response is never nil, failed or not; its Latency is the call's when
-// the backend reported none.
+// MaxOutputTokens bounds the output of every model call, reasoning included
+// where a vendor counts it as output (OpenAI's reasoning models, Gemini's
+// thinking). Left to the vendors, the bound is the model's whole output
+// window for OpenAI and Gemini (tens of thousands of tokens), so one long
+// answer could cost many times its estimate. 16,384 leaves reasoning models
+// room to think and answer (Anthropic's calls had 4,096 before, the bound
+// its API requires), and keeps a call's worst cost to what the write-off
+// rule of docs/billing.md can bear.
+const MaxOutputTokens = 16384
+
+// complete runs req on ref's backend, as ref's model (it sets req.Model),
+// with at most MaxOutputTokens of output when req asks for no fewer. The
+// response is never nil, failed or not; its Latency is the call's when the
+// backend reported none.
 func (m *Models) complete(ctx context.Context, ref *events.ModelRef, req *providers.Request) (*providers.Response, error) {
 	// The call waits in p.Complete for as long as the model takes, holding
 	// this frame: the backend's lookup is in backend, so the frame stays
@@ -55,6 +66,9 @@ func (m *Models) complete(ctx context.Context, ref *events.ModelRef, req *provid
 		return &providers.Response{}, err
 	}
 	req.Model = ref.ModelID
+	if req.MaxOutputTokens <= 0 || req.MaxOutputTokens > MaxOutputTokens {
+		req.MaxOutputTokens = MaxOutputTokens
+	}
 	start := time.Now()
 	resp, err := p.Complete(ctx, req)
 	return providers.WithLatency(resp, start), err

@@ -18,12 +18,15 @@ import (
 type callLog struct {
 	mu    sync.Mutex
 	calls map[string]int // "step provider" → calls
+	// bounds counts the calls by the output bound they sent.
+	bounds map[int]int
 }
 
-func (l *callLog) add(step, provider string) {
+func (l *callLog) add(req *providers.Request, provider string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.calls[step+" "+provider]++
+	l.calls[req.Purpose+" "+provider]++
+	l.bounds[req.MaxOutputTokens]++
 }
 
 // planned counts the calls Plan lists for mode over refs: a step every model
@@ -46,7 +49,14 @@ func planned(mode string, refs []events.ModelRef) map[string]int {
 // every call, and returns the calls made and the run's outcome.
 func runMode(t *testing.T, mode string, n int, failing string) (map[string]int, []events.ModelRef, events.Event) {
 	t.Helper()
-	log := &callLog{calls: map[string]int{}}
+	log, refs, end := runLogged(t, mode, n, failing)
+	return log.calls, refs, end
+}
+
+// runLogged is runMode returning the whole log of the calls.
+func runLogged(t *testing.T, mode string, n int, failing string) (*callLog, []events.ModelRef, events.Event) {
+	t.Helper()
+	log := &callLog{calls: map[string]int{}, bounds: map[int]int{}}
 	set := providers.Set{}
 	var refs []events.ModelRef
 	for i := range n {
@@ -54,7 +64,7 @@ func runMode(t *testing.T, mode string, n int, failing string) (map[string]int, 
 		refs = append(refs, events.ModelRef{Provider: key, ModelID: "sim-" + key})
 		sim := simulated.New(key, 0)
 		set[key] = providers.ProviderFunc(func(ctx context.Context, req *providers.Request) (*providers.Response, error) {
-			log.add(req.Purpose, key)
+			log.add(req, key)
 			if key == failing {
 				return &providers.Response{}, &providers.Error{Class: providers.ClassServerError, Status: 500, Message: "upstream down"}
 			}
@@ -75,7 +85,19 @@ func runMode(t *testing.T, mode string, n int, failing string) (map[string]int, 
 	if err != nil {
 		t.Fatalf("%s over %d models: %v", mode, n, err)
 	}
-	return log.calls, refs, end
+	return log, refs, end
+}
+
+// TestEveryCallBoundsItsOutput: every call of every mode asks its model
+// for at most MaxOutputTokens, so no answer's length (and cost) is left
+// to a vendor's default, which for some models is their whole window.
+func TestEveryCallBoundsItsOutput(t *testing.T) {
+	for _, mode := range []string{events.ModeUnify, events.ModeJustify, events.ModeVerify} {
+		log, _, _ := runLogged(t, mode, 3, "")
+		if len(log.bounds) != 1 || log.bounds[MaxOutputTokens] == 0 {
+			t.Errorf("%s: calls by output bound %v, want every call at %d", mode, log.bounds, MaxOutputTokens)
+		}
+	}
 }
 
 // TestPlanIsTheCallsRunMakes: the estimate prices Plan, so with every call
