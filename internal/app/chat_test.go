@@ -474,3 +474,30 @@ func TestChatModelsRefusalInOpenAIShape(t *testing.T) {
 	_, err = bad.Models.Get(context.Background(), "svc-unify")
 	must(t, errors.As(err, &apiErr) && apiErr.StatusCode == 401 && apiErr.Code == "invalid_api_key" && apiErr.Type == "authentication_error", "get with a bad key: %v", err)
 }
+
+// A completion that is refused stores none of its inline files: the client
+// never learns their ids, and an OpenAI client retries a 429 on its own,
+// so each attempt would leave another copy for 48 hours.
+func TestChatRefusedCompletionStoresNoInlineFiles(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	key, broke := h.newKey(), h.key(h.accountWith("free", 0))
+	code := func(text string) string { return base64.StdEncoding.EncodeToString([]byte(text)) }
+	for _, c := range []struct {
+		name, key, extra, second string
+		status                   int
+	}{
+		{"an unknown model in the selection", key, `,"crosscheck":{"models":{"provider_a":"no-such-model"}}`, "", 400},
+		{"a second inline file refused", key, "", `,{"type":"file","file":{"filename":"tool.exe","file_data":"` + code("MZ") + `"}}`, 415},
+		{"no credits", broke, "", "", 402},
+	} {
+		body := `{"model":"svc-unify"` + c.extra + `,"messages":[{"role":"user","content":[
+			{"type":"text","text":"When does the ferry leave?"},
+			{"type":"file","file":{"filename":"ferry.py","file_data":"` + code("# The ferry leaves at seven.\n") + `"}}` + c.second + `]}]}`
+		r := h.api("POST", "/v1/chat/completions", c.key, body)
+		must(t, r.status == c.status, "%s: %d %s, want %d", c.name, r.status, r.body, c.status)
+		list := h.api("GET", "/v1/files", c.key, "")
+		data, _ := list.json(t)["data"].([]any)
+		must(t, list.status == 200 && len(data) == 0, "%s: the account holds files after the refusal: %s", c.name, list.body)
+	}
+}

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/crosscheck/crosscheck/apiv1"
+	"github.com/crosscheck/crosscheck/internal/accounts"
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/chat"
 	"github.com/crosscheck/crosscheck/internal/events"
@@ -93,6 +95,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.streams.release(c.Fingerprint)
 	files := append([]string(nil), req.Files...)
+	var inline []string
 	for _, f := range req.Inline {
 		if s.Files == nil {
 			s.chatError(w, r, apperr.New(apperr.InvalidFiles, "this server takes no files"), "")
@@ -100,18 +103,41 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		m, err := s.Files.Upload(r.Context(), c, f.Name, "query", bytes.NewReader(f.Data))
 		if err != nil {
+			s.dropInline(r, c, inline, err)
 			s.chatError(w, r, err, "")
 			return
 		}
+		inline = append(inline, m.ID)
 		files = append(files, m.ID)
 	}
 	sub, err := s.Queries.Submit(r.Context(), c, req.QueryBody(files), key, hasKey)
 	if err != nil {
+		s.dropInline(r, c, inline, err)
 		s.chatError(w, r, err, "")
 		return
 	}
 	w.Header().Set("X-Request-Id", sub.RequestID)
 	s.followChat(w, r, req, sub.RequestID)
+}
+
+// dropInline deletes the inline files a completion uploaded when the
+// completion is refused (err): the client never learns their ids, and an
+// OpenAI client retries a 429 on its own, each attempt uploading them again.
+// Only a refusal (a 4xx) is certain: after a server error, or when the
+// client went away, the submission may have been stored all the same (its
+// acknowledgement lost), so the files stay, for the query that may read
+// them, until they expire.
+func (s *Server) dropInline(r *http.Request, c accounts.Caller, ids []string, err error) {
+	if len(ids) == 0 || Status(apperr.From(err).Code) >= 500 || r.Context().Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer cancel()
+	for _, id := range ids {
+		if derr := s.Files.Delete(ctx, c.AccountID, id); derr != nil {
+			s.Log.Warn().Err(derr).Str("file_id", id).Msg("chat: an inline file of a refused completion could not be deleted; it expires with its lifetime")
+		}
+	}
 }
 
 // chatAnswer is a query's outcome as the chat door reports it.
