@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/providers"
@@ -146,7 +147,12 @@ func (c *Client) answer(model, prompt string) string {
 	}
 	excerpt := prompt
 	if len(excerpt) > 80 {
-		excerpt = excerpt[:80] + "…"
+		// Cut before the character that byte 80 falls in.
+		cut := 80
+		for cut > 0 && !utf8.RuneStart(excerpt[cut]) {
+			cut--
+		}
+		excerpt = excerpt[:cut] + "…"
 	}
 	excerpt = strings.ReplaceAll(excerpt, "\n", " ")
 	return fmt.Sprintf("[simulated answer by %s/%s]\n- summary: a simulated answer to %q\n- key figure: %d\n- recommendation: %s\n",
