@@ -147,9 +147,24 @@ func TestDOCTitleAndFields(t *testing.T) {
 }
 
 // A page whose content is over the reader's stream bound is left out, and
-// the result says text was left out (it read as an empty, complete file).
+// the result says text was left out (it read as an empty, complete file),
+// also when it is the only page.
 func TestExtractReportsAPageLeftOut(t *testing.T) {
 	big := "BT /F1 12 Tf " + strings.Repeat("(x) Tj ", maxPDFStream/7+1) + "ET\n"
+	only := extracttest.BuildPDF(
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 2 0 R /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+		extracttest.PDFStream(big),
+		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+	)
+	res, err := Extract(FormatPDF, only, Caps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Text() != "" || !res.Truncated {
+		t.Errorf("the only page over the bound: got %q truncated %v; want no text, truncated", res.Text(), res.Truncated)
+	}
 	doc := extracttest.BuildPDF(
 		"<< /Type /Catalog /Pages 2 0 R >>",
 		"<< /Type /Pages /Kids [3 0 R 5 0 R] /Count 2 >>",
@@ -159,7 +174,7 @@ func TestExtractReportsAPageLeftOut(t *testing.T) {
 		extracttest.PDFStream(big),
 		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
 	)
-	res, err := Extract(FormatPDF, doc, Caps{})
+	res, err = Extract(FormatPDF, doc, Caps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,8 @@ func PDF(data []byte) (Document, error) {
 	}
 }
 
-// errNoPDFText reports a PDF read without finding text: scanned pages.
+// errNoPDFText reports a PDF read without finding text: scanned pages, or
+// pages left out (the Document returned with it counts them).
 var errNoPDFText = errors.New("no text in PDF")
 
 func readPDF(data []byte) (doc Document, err error) {
@@ -83,7 +84,8 @@ func readPDF(data []byte) (doc Document, err error) {
 		}
 	}
 	if len(doc.Paragraphs) == 0 {
-		return Document{}, errNoPDFText
+		// The pages left out are still reported.
+		return Document{Skipped: doc.Skipped}, errNoPDFText
 	}
 	return doc, nil
 }
