@@ -501,3 +501,22 @@ func TestChatRefusedCompletionStoresNoInlineFiles(t *testing.T) {
 		must(t, list.status == 200 && len(data) == 0, "%s: the account holds files after the refusal: %s", c.name, list.body)
 	}
 }
+
+// With parallel_tool_calls false an answer carries at most one tool call,
+// as OpenAI promises; the others the models asked for come in later turns.
+func TestChatOneToolCallAtATime(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	key := h.newKey()
+	tools := `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}},{"type":"function","function":{"name":"get_time"}}]`
+	ask := `call get_weather {\"city\": \"Oslo\"} and call get_time`
+	for _, c := range []struct {
+		parallel string
+		calls    int
+	}{{"true", 2}, {"false", 1}} {
+		r := h.api("POST", "/v1/chat/completions", key, `{"model":"svc-unify","tools":`+tools+`,"parallel_tool_calls":`+c.parallel+`,"messages":[{"role":"user","content":"`+ask+`"}]}`)
+		must(t, r.status == 200, "parallel_tool_calls %s: %d %s", c.parallel, r.status, r.body)
+		calls, _ := jsonPath(r.json(t), "choices", 0, "message", "tool_calls").([]any)
+		must(t, len(calls) == c.calls, "parallel_tool_calls %s: %d tool calls, want %d: %s", c.parallel, len(calls), c.calls, r.body)
+	}
+}

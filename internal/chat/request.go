@@ -82,6 +82,9 @@ type Request struct {
 	Stream, IncludeUsage bool
 	// Tools are the functions the caller offers.
 	Tools []Tool
+	// OneToolCall is parallel_tool_calls: false: an answer carries at most
+	// one tool call.
+	OneToolCall bool
 	// ToolChoice is the request's tool_choice: "none", "auto", "required",
 	// or the name of one function; empty when absent.
 	ToolChoice string
@@ -144,9 +147,17 @@ type wire struct {
 	MaxCompletionTokens *int              `json:"max_completion_tokens"`
 	MaxTokens           *int              `json:"max_tokens"`
 	Temperature         *float64          `json:"temperature"`
-	User                *string           `json:"user"`
-	Metadata            map[string]string `json:"metadata"`
-	Crosscheck          *struct {
+	// Fields of OpenAI's shape that would change the answer's shape: n
+	// (choices), logprobs, response_format (JSON). One answer in text is all
+	// a query makes, so anything else is refused, not ignored.
+	N                 *int              `json:"n"`
+	Logprobs          *bool             `json:"logprobs"`
+	TopLogprobs       *int              `json:"top_logprobs"`
+	ResponseFormat    json.RawMessage   `json:"response_format"`
+	ParallelToolCalls *bool             `json:"parallel_tool_calls"`
+	User              *string           `json:"user"`
+	Metadata          map[string]string `json:"metadata"`
+	Crosscheck        *struct {
 		Models       json.RawMessage `json:"models"`
 		CustomModels json.RawMessage `json:"custom_models"`
 	} `json:"crosscheck"`
@@ -207,9 +218,18 @@ func Decode(body []byte) (Request, error) {
 	if w.Stream != nil {
 		r.Stream = *w.Stream
 	}
-	if w.StreamOptions != nil && w.StreamOptions.IncludeUsage != nil {
-		r.IncludeUsage = *w.StreamOptions.IncludeUsage
+	if w.StreamOptions != nil {
+		if !r.Stream {
+			return Request{}, invalid(apperr.InvalidRequest, "stream_options", "stream_options is only allowed when stream is true")
+		}
+		if w.StreamOptions.IncludeUsage != nil {
+			r.IncludeUsage = *w.StreamOptions.IncludeUsage
+		}
 	}
+	if err := w.checkShape(); err != nil {
+		return Request{}, err
+	}
+	r.OneToolCall = w.ParallelToolCalls != nil && !*w.ParallelToolCalls
 	if err := r.decodeTools(w.Tools, w.ToolChoice); err != nil {
 		return Request{}, err
 	}
@@ -242,6 +262,30 @@ func Decode(body []byte) (Request, error) {
 		return Request{}, err
 	}
 	return r, nil
+}
+
+// checkShape refuses what asks for an answer of another shape than one
+// choice of text: a client that asked for two choices, log probabilities or
+// JSON would otherwise read what is not there without being told.
+func (w *wire) checkShape() error {
+	if w.N != nil && *w.N != 1 {
+		return invalid(apperr.InvalidRequest, "n", "n must be 1: a completion is one answer, the synthesis of several models; send one request per answer you want")
+	}
+	if w.Logprobs != nil && *w.Logprobs {
+		return invalid(apperr.InvalidRequest, "logprobs", "logprobs are not available: the answer is a synthesis of several models' answers, not one model's tokens")
+	}
+	if w.TopLogprobs != nil && *w.TopLogprobs != 0 {
+		return invalid(apperr.InvalidRequest, "top_logprobs", "top_logprobs are not available: the answer is a synthesis of several models' answers, not one model's tokens")
+	}
+	if raw := nonNull(w.ResponseFormat); raw != nil {
+		var f struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(raw, &f) != nil || f.Type != "text" {
+			return invalid(apperr.InvalidRequest, "response_format", "response_format may only be {\"type\": \"text\"}: the answer is text; ask for JSON in the prompt, or offer a tool whose parameters are the schema")
+		}
+	}
+	return nil
 }
 
 func nonNull(raw json.RawMessage) json.RawMessage {

@@ -63,6 +63,18 @@ func TestDecode(t *testing.T) {
 		{name: "bad tool", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"a b"}}]}`, code: apperr.InvalidRequest, param: "tools[0].function.name"},
 		{name: "choice of no tool", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"}],"tool_choice":{"type":"function","function":{"name":"x"}}}`, code: apperr.InvalidRequest, param: "tool_choice"},
 		{name: "temperature", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"}],"temperature":3}`, code: apperr.InvalidRequest, param: "temperature"},
+		{name: "the fields OpenAI's own shape allows", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"}],"n":1,"logprobs":false,"top_logprobs":0,"response_format":{"type":"text"},"parallel_tool_calls":false,"stream":false,"stream_options":null}`,
+			check: func(t *testing.T, r Request) {
+				if !r.OneToolCall {
+					t.Errorf("parallel_tool_calls false: got %+v", r)
+				}
+			}},
+		{name: "n of two", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"}],"n":2}`, code: apperr.InvalidRequest, param: "n"},
+		{name: "logprobs", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"}],"logprobs":true}`, code: apperr.InvalidRequest, param: "logprobs"},
+		{name: "top logprobs", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"}],"top_logprobs":3}`, code: apperr.InvalidRequest, param: "top_logprobs"},
+		{name: "JSON mode", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_object"}}`, code: apperr.InvalidRequest, param: "response_format"},
+		{name: "a JSON schema", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_schema","json_schema":{"name":"x"}}}`, code: apperr.InvalidRequest, param: "response_format"},
+		{name: "stream options without a stream", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"}],"stream_options":{"include_usage":true}}`, code: apperr.InvalidRequest, param: "stream_options"},
 		{name: "prompt too long", body: `{"model":"svc-unify","messages":[{"role":"user","content":"` + strings.Repeat("a", MaxPromptBytes+1) + `"}]}`, code: apperr.InvalidPrompt, param: "messages"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -270,6 +270,11 @@ func followFailure(err error) error {
 func (s *Server) answerChat(w http.ResponseWriter, req chat.Request, id string, a *chatAnswer, started bool) {
 	created := a.doc.Result.CreatedAt.Unix()
 	calls := toolCallsOf(a.doc)
+	if req.OneToolCall && len(calls) > 1 {
+		// parallel_tool_calls false: the first call now, the others when
+		// the models ask again in the next turn, with its result.
+		calls = calls[:1]
+	}
 	if !req.Stream {
 		writeJSON(w, http.StatusOK, chat.NewCompletion(id, req.Model, created, a.text(), calls, a.usage, a.query))
 		return
