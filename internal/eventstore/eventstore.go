@@ -356,7 +356,27 @@ const (
 // Load returns every event of stream matching filter, in order, starting at
 // sequence from (use 1 for all): the first loadSingly with a request each,
 // the rest in batches of up to loadBatch a request (a direct batch get).
+//
+// Direct gets are answered by any replica of a replicated stream, and a
+// follower may not have stored yet what the leader acknowledged: a read
+// right after an append can miss it (read-after-write is not guaranteed;
+// on a 3-node cluster about 2 % of the reads of a query right after its
+// submission found nothing). An aggregate that is not there at all would be
+// answered "not found" (a 404 for an accepted query), so on a replicated
+// stream a direct read that finds nothing asks the stream's leader, which
+// has every acknowledged event (Last does the same). A stale read that
+// finds some events is a view of an earlier moment, which a writer's
+// expected sequence catches.
 func (s *Store) Load(ctx context.Context, stream *Stream, filter string, from uint64) ([]events.Record, error) {
+	out, err := s.loadDirect(ctx, stream, filter, from)
+	if err == nil && len(out) == 0 && stream.replicated() {
+		return s.loadFromLeader(ctx, stream, filter, from)
+	}
+	return out, err
+}
+
+// loadDirect is Load with direct gets only.
+func (s *Store) loadDirect(ctx context.Context, stream *Stream, filter string, from uint64) ([]events.Record, error) {
 	var out []events.Record
 	if from == 0 {
 		from = 1
@@ -407,10 +427,74 @@ func (s *Store) Load(ctx context.Context, stream *Stream, filter string, from ui
 	}
 }
 
-// Last returns the last event on subject, or nil when there is none.
+// loadFromLeader is Load through the stream leader's message API, one
+// request an event: slower than direct gets, but never behind what was
+// acknowledged.
+func (s *Store) loadFromLeader(ctx context.Context, stream *Stream, filter string, from uint64) ([]events.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	var out []events.Record
+	for from = max(from, 1); ; {
+		rec, err := s.leaderGet(ctx, stream, leaderRequest{Seq: from, NextFor: filter})
+		if err != nil || rec == nil {
+			return out, err
+		}
+		out, from = append(out, *rec), rec.Seq+1
+	}
+}
+
+// leaderRequest asks a stream's leader for a message: the first at or
+// after Seq on NextFor, or the last on LastFor.
+type leaderRequest struct {
+	Seq     uint64 `json:"seq,omitempty"`
+	NextFor string `json:"next_by_subj,omitempty"`
+	LastFor string `json:"last_by_subj,omitempty"`
+}
+
+// leaderGet returns the event the stream's leader answers req with; nil
+// when there is none.
+func (s *Store) leaderGet(ctx context.Context, stream *Stream, req leaderRequest) (*events.Record, error) {
+	op := "read " + req.NextFor + req.LastFor + " from the leader"
+	body, _ := json.Marshal(req)
+	msg, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream.name, body)
+	if err != nil {
+		return nil, classify(op, err)
+	}
+	var resp struct {
+		Message *struct {
+			Seq  uint64 `json:"seq"`
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, classify(op, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, nil
+	case resp.Error != nil:
+		return nil, classify(op, resp.Error)
+	case resp.Message == nil:
+		return nil, classify(op, jetstream.ErrInvalidJetStreamResponse)
+	}
+	rec, err := events.Decode(resp.Message.Seq, resp.Message.Data)
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// Last returns the last event on subject, or nil when there is none. On a
+// replicated stream, "none" is the leader's answer, as for Load.
 func (s *Store) Last(ctx context.Context, stream *Stream, subject string) (*events.Record, error) {
 	msg, err := stream.s.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		if stream.replicated() {
+			ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+			defer cancel()
+			return s.leaderGet(ctx, stream, leaderRequest{LastFor: subject})
+		}
 		return nil, nil
 	}
 	if err != nil {

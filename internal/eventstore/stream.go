@@ -23,6 +23,13 @@ type Stream struct {
 // Name returns the stream's name.
 func (st *Stream) Name() string { return st.name }
 
+// replicated reports whether the stream had more than one replica when the
+// store was opened.
+func (st *Stream) replicated() bool {
+	info := st.s.CachedInfo()
+	return info != nil && info.Config.Replicas > 1
+}
+
 // State is what a stream holds.
 type State struct {
 	// Msgs is the number of messages stored.
