@@ -520,3 +520,33 @@ func TestChatOneToolCallAtATime(t *testing.T) {
 		must(t, len(calls) == c.calls, "parallel_tool_calls %s: %d tool calls, want %d: %s", c.parallel, len(calls), c.calls, r.body)
 	}
 }
+
+// The router's own refusals on the chat door's paths are in OpenAI's
+// shape too (its clients read error.type), and a 405 says which methods
+// the path takes (Allow), on every path.
+func TestRouteRefusalsOnTheChatDoor(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	key := h.newKey()
+	for _, c := range []struct {
+		method, path string
+		status       int
+		allow        string // for a 405
+		chat         bool   // in OpenAI's shape
+	}{
+		{"GET", "/v1/chat/completions", 405, "POST", true},
+		{"PUT", "/v1/chat/completions", 405, "POST", true},
+		{"POST", "/v1/chat/completion", 404, "", true},
+		{"DELETE", "/v1/models/svc-unify", 405, "GET", true},
+		{"PUT", "/v1/queries/req_x", 405, "GET", false},
+		{"GET", "/v1/estimate-cost", 405, "POST", false},
+	} {
+		r := h.api(c.method, c.path, key, nil)
+		e, _ := r.json(t)["error"].(map[string]any)
+		_, hasType := e["type"]
+		_, hasParam := e["param"]
+		must(t, r.status == c.status && e["code"] != nil, "%s %s: %d %s", c.method, c.path, r.status, r.body)
+		must(t, hasType == c.chat && hasParam == c.chat, "%s %s: type and param present %v, want %v: %s", c.method, c.path, hasType, c.chat, r.body)
+		must(t, r.header.Get("Allow") == c.allow, "%s %s: Allow %q, want %q", c.method, c.path, r.header.Get("Allow"), c.allow)
+	}
+}

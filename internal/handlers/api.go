@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -109,12 +111,49 @@ func (s *Server) Handler() http.Handler {
 
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	closeUnread(w, r)
-	s.writeError(w, r, apperr.New(apperr.NotFound, "no route %s %s", r.Method, r.URL.Path), "")
+	s.routeError(w, r, apperr.New(apperr.NotFound, "no route %s %s", r.Method, r.URL.Path))
 }
 
+// noMethod refuses a method the path does not take, saying in Allow which
+// ones it does (RFC 9110).
 func (s *Server) noMethod(w http.ResponseWriter, r *http.Request) {
 	closeUnread(w, r)
-	s.writeError(w, r, apperr.New(apperr.MethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path), "")
+	msg := fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path)
+	if allow := allowed(r); len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		msg += "; it takes " + strings.Join(allow, ", ")
+	}
+	s.routeError(w, r, apperr.New(apperr.MethodNotAllowed, "%s", msg))
+}
+
+// routeError writes a refusal of the router: in OpenAI's shape on the paths
+// of the OpenAI-compatible door, whose clients read error.type.
+func (s *Server) routeError(w http.ResponseWriter, r *http.Request, err error) {
+	if p := r.URL.Path; strings.HasPrefix(p, "/v1/chat/") || p == "/v1/models" || strings.HasPrefix(p, "/v1/models/") {
+		s.chatError(w, r, err, "")
+		return
+	}
+	s.writeError(w, r, err, "")
+}
+
+// allowed returns the methods the router that refused r takes on r's path.
+// The router is the one that refused r: the whole path's, or a subrouter's
+// holding the rest of the path (RoutePath).
+func allowed(r *http.Request) []string {
+	rctx := chi.RouteContext(r.Context())
+	if rctx == nil || rctx.Routes == nil {
+		return nil
+	}
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		for _, path := range []string{rctx.RoutePath, r.URL.Path} {
+			if path != "" && rctx.Routes.Match(chi.NewRouteContext(), m, path) {
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // HealthHandler serves only /healthz and /readyz: a worker's HTTP address.
