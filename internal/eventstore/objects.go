@@ -62,9 +62,21 @@ func objectInfo(i *jetstream.ObjectInfo) ObjectInfo {
 // error is returned unwrapped beside ErrUnavailable's absence, so a
 // caller's own refusal (a size limit) reaches it as itself. An object
 // whose Put did not finish is never visible: it has no info.
+//
+// A Put whose ctx ends (its client went away) still purges the chunks it
+// stored: the object store's clean-up of a failed Put runs with the Put's
+// context, so Put hands it one that is not cancelled with ctx, ending
+// purgeRoom after ctx's deadline, if any. The Put itself stops when its
+// reader fails, as a request's body does once its client is gone.
 func (o *Objects) Put(ctx context.Context, name string, metadata map[string]string, r io.Reader) (ObjectInfo, error) {
 	src := &trackedReader{r: r}
-	info, err := o.obs.Put(ctx, jetstream.ObjectMeta{Name: name, Metadata: metadata}, src)
+	putCtx := context.WithoutCancel(ctx)
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		putCtx, cancel = context.WithDeadline(putCtx, d.Add(purgeRoom))
+		defer cancel()
+	}
+	info, err := o.obs.Put(putCtx, jetstream.ObjectMeta{Name: name, Metadata: metadata}, src)
 	if err != nil {
 		if src.err != nil {
 			return ObjectInfo{}, src.err
@@ -73,6 +85,10 @@ func (o *Objects) Put(ctx context.Context, name string, metadata map[string]stri
 	}
 	return objectInfo(info), nil
 }
+
+// purgeRoom is how long after its context's deadline a failed Put may take
+// to purge what it stored.
+const purgeRoom = 10 * time.Second
 
 // trackedReader remembers its source's error, other than io.EOF.
 type trackedReader struct {
