@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
@@ -12,6 +13,20 @@ import (
 )
 
 type logKey struct{}
+
+// maxLoggedPath bounds the bytes of a request's path in its log lines and
+// in the router's refusals: a client without a key must not write tens of
+// kilobytes of log a request.
+const maxLoggedPath = 256
+
+// boundPath is path cut to maxLoggedPath bytes, on a character boundary,
+// with "…" when it was cut.
+func boundPath(path string) string {
+	if len(path) <= maxLoggedPath {
+		return path
+	}
+	return strings.ToValidUTF8(path[:maxLoggedPath], "") + "…"
+}
 
 func logger(r *http.Request) *zerolog.Logger {
 	if l, ok := r.Context().Value(logKey{}).(*zerolog.Logger); ok {
@@ -28,7 +43,7 @@ func accessLog(base zerolog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
-			l := base.With().Str("method", r.Method).Str("path", r.URL.Path).Logger()
+			l := base.With().Str("method", boundPath(r.Method)).Str("path", boundPath(r.URL.Path)).Logger()
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 			next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logKey{}, &l)))
 			ev := l.Info().Int("status", ww.Status()).Float64("duration_ms", float64(time.Since(start).Microseconds())/1000)
