@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -73,6 +74,10 @@ type Server struct {
 
 	streams keySlots
 	uploads keySlots
+	// largeBodyTokens holds a token for each large chat body being read
+	// or held (MaxLargeChatBodies), made once.
+	largeBodies     sync.Once
+	largeBodyTokens chan struct{}
 }
 
 // Handler returns the public API's router.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -52,6 +53,11 @@ func (s *Server) chatAuth(next http.Handler) http.Handler {
 	})
 }
 
+// MaxLargeChatBodies bounds the chat request bodies over smallChatBody a
+// process reads and holds at a time (with their decoding and inline files,
+// until the query is submitted): the door takes bodies of up to 8 MiB.
+const MaxLargeChatBodies = 8
+
 // chatCompletions serves POST /v1/chat/completions: the request becomes a
 // query, submitted as POST /v1/queries submits one (same credits, in-flight
 // limit, Idempotency-Key and events), and the answer is followed from the
@@ -62,14 +68,20 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.chatError(w, r, errStopping, "")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, chat.MaxBodyBytes))
+	// The key's slot is taken before its body is read, so one key holds at
+	// most its slots' bodies.
+	c := caller(r)
+	if e := s.streams.acquire(c.Fingerprint, s.MaxStreams, s.MaxStreamsPerKey); e != nil {
+		closeUnread(w, r)
+		s.chatError(w, r, e, "")
+		return
+	}
+	defer s.streams.release(c.Fingerprint)
+	body, held, err := s.readChatBody(w, r)
+	defer held()
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			s.chatError(w, r, apperr.New(apperr.InvalidRequest, "the request body exceeds %d bytes; upload large files with POST /v1/files and send their file_id", chat.MaxBodyBytes), "")
-			return
-		}
-		s.chatError(w, r, apperr.New(apperr.InvalidRequest, "could not read the whole request body (it ended early or did not arrive within the read timeout)"), "")
+		closeUnread(w, r)
+		s.chatError(w, r, err, "")
 		return
 	}
 	// The body is read: the connection's read deadline would end the
@@ -88,12 +100,6 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if vals, ok := r.Header["Idempotency-Key"]; ok {
 		key, hasKey = vals[0], true
 	}
-	c := caller(r)
-	if e := s.streams.acquire(c.Fingerprint, s.MaxStreams, s.MaxStreamsPerKey); e != nil {
-		s.chatError(w, r, e, "")
-		return
-	}
-	defer s.streams.release(c.Fingerprint)
 	files := append([]string(nil), req.Files...)
 	var inline []string
 	for _, f := range req.Inline {
@@ -116,6 +122,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.chatError(w, r, err, "")
 		return
 	}
+	// The body's inline files are stored: their bytes are not needed.
+	req.Inline = nil
+	held()
 	w.Header().Set("X-Request-Id", sub.RequestID)
 	s.followChat(w, r, req, sub.RequestID)
 }
@@ -138,6 +147,51 @@ func (s *Server) dropInline(r *http.Request, c accounts.Caller, ids []string, er
 			s.Log.Warn().Err(derr).Str("file_id", id).Msg("chat: an inline file of a refused completion could not be deleted; it expires with its lifetime")
 		}
 	}
+}
+
+// smallChatBody is the part of a chat body read without a large body's
+// token: as much as a query's body may hold.
+const smallChatBody = queries.MaxBodyBytes
+
+// largeBodyWait is how long a large chat body waits for a token before it is
+// refused.
+const largeBodyWait = 2 * time.Second
+
+// readChatBody reads r's body, at most chat.MaxBodyBytes. A body over
+// smallChatBody is read only with one of the process's MaxLargeChatBodies
+// tokens, waited for at most largeBodyWait (then 503 service_restarting);
+// held gives the token back (it may be called more than once, and is a
+// no-op for a small body). A failure is the refusal to write.
+func (s *Server) readChatBody(w http.ResponseWriter, r *http.Request) (body []byte, held func(), err error) {
+	held = func() {}
+	limited := http.MaxBytesReader(w, r.Body, chat.MaxBodyBytes)
+	body, err = io.ReadAll(io.LimitReader(limited, smallChatBody+1))
+	if err == nil && len(body) > smallChatBody {
+		s.largeBodies.Do(func() { s.largeBodyTokens = make(chan struct{}, MaxLargeChatBodies) })
+		wait := time.NewTimer(largeBodyWait)
+		defer wait.Stop()
+		select {
+		case s.largeBodyTokens <- struct{}{}:
+		case <-wait.C:
+			return nil, held, &apperr.Error{Code: apperr.ServiceRestarting, RetryAfter: 1,
+				Message: fmt.Sprintf("this server is reading as many request bodies over %d bytes as it holds at once; retry in a second, or upload large files with POST /v1/files and send their file_id", smallChatBody)}
+		case <-r.Context().Done():
+			return nil, held, r.Context().Err()
+		}
+		var once sync.Once
+		held = func() { once.Do(func() { <-s.largeBodyTokens }) }
+		var rest []byte
+		rest, err = io.ReadAll(limited)
+		body = append(body, rest...)
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, held, apperr.New(apperr.InvalidRequest, "the request body exceeds %d bytes; upload large files with POST /v1/files and send their file_id", chat.MaxBodyBytes)
+	case err != nil:
+		return nil, held, apperr.New(apperr.InvalidRequest, "could not read the whole request body (it ended early or did not arrive within the read timeout)")
+	}
+	return body, held, nil
 }
 
 // chatAnswer is a query's outcome as the chat door reports it.
