@@ -111,3 +111,46 @@ func TestRefusedRequestClosesItsConnection(t *testing.T) {
 		must(t, n == 0 && err != nil && !strings.Contains(err.Error(), "timeout"), "%s: the connection is still open 5 s after the refusal (%v)", path, err)
 	}
 }
+
+// TestTricklingUploadsAreEnded: an upload must send at least
+// handlers.MinUploadBytes in each read timeout, or it ends; two keys each
+// trickling a byte now and then into their two uploads held all of the
+// process's upload slots for the upload's 10 minutes, and another tenant's
+// upload got no answer.
+func TestTricklingUploadsAreEnded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, withConfig(func(c *config.Config) { c.HTTP.ReadTimeout = 3 * time.Second }))
+	done := make(chan struct{})
+	defer close(done)
+	var trickling []net.Conn
+	for range 2 {
+		key := h.newKey()
+		for range 2 {
+			c := stalledUpload(t, h, key)
+			trickling = append(trickling, c)
+			go func() {
+				for {
+					select {
+					case <-done:
+						return
+					case <-time.After(500 * time.Millisecond):
+					}
+					if _, err := c.Write([]byte{0}); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}
+	time.Sleep(time.Second) // the trickles take the slots
+	r := h.upload(h.newKey(), "notes.py", []byte("x = 1\n"))
+	must(t, r.status == 201, "another tenant's upload while four trickle: %d %s", r.status, r.body)
+	for i, c := range trickling {
+		resp, _, err := readAnswer(c, 20*time.Second)
+		if err == nil {
+			must(t, resp.StatusCode == 400, "trickling upload %d answered %d", i, resp.StatusCode)
+		} else {
+			must(t, !strings.Contains(err.Error(), "timeout"), "trickling upload %d still held after 20 s: %v", i, err)
+		}
+	}
+}

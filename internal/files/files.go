@@ -88,6 +88,12 @@ type Service struct {
 // DefaultMaxParallel is the default of Service.MaxParallel.
 const DefaultMaxParallel = 4
 
+// slotWait bounds how long an upload waits for one of the MaxParallel
+// slots before it is refused with 503 service_restarting: its client gets
+// an answer to retry on instead of a request that hangs while others hold
+// them.
+const slotWait = 10 * time.Second
+
 // Metadata keys of a file's objects.
 const (
 	metaAccount = "account"
@@ -141,8 +147,13 @@ func (s *Service) Upload(ctx context.Context, caller accounts.Caller, name, purp
 	}
 
 	s.once.Do(func() { s.slots = make(chan struct{}, cmpOr(s.MaxParallel, DefaultMaxParallel)) })
+	wait := time.NewTimer(slotWait)
+	defer wait.Stop()
 	select {
 	case s.slots <- struct{}{}:
+	case <-wait.C:
+		return Meta{}, &apperr.Error{Code: apperr.ServiceRestarting, RetryAfter: 5,
+			Message: fmt.Sprintf("this server is storing as many uploads as it stores at once (%d) and none ended for %s; retry in a few seconds", cap(s.slots), slotWait)}
 	case <-ctx.Done():
 		return Meta{}, ctx.Err()
 	}

@@ -32,10 +32,13 @@ const (
 	// uploadTimeout bounds the reading of an upload's body and the answer
 	// to it, in place of the server's shorter read and write timeouts.
 	uploadTimeout = 10 * time.Minute
-	// DefaultUploadIdle is how long an upload's body may send nothing
-	// before the upload ends: a stalled client holds no upload slot for
-	// long.
+	// DefaultUploadIdle is how long an upload's body may take to send
+	// MinUploadBytes before the upload ends: a stalled or trickling client
+	// holds no upload slot for long.
 	DefaultUploadIdle = 30 * time.Second
+	// MinUploadBytes is what an upload must send within each
+	// DefaultUploadIdle (about 2 KB/s; the end of the body ends it sooner).
+	MinUploadBytes = 64 << 10
 	// MaxUploadsPerKey bounds the uploads one API key has in progress, so
 	// that one key holds at most half of a process's upload slots
 	// (files.DefaultMaxParallel).
@@ -220,8 +223,16 @@ type uploadBody struct {
 	idle   time.Duration
 	end    time.Time
 	budget int
+	// waited is the time spent in Read since the last MinUploadBytes
+	// arrived, and got the bytes that arrived since.
+	waited time.Duration
+	got    int
 }
 
+// Read reads the body; each MinUploadBytes must arrive within idle of
+// waiting in Read (time spent between reads, storing what arrived, does not
+// count), so a client that trickles a byte now and then is cut off like one
+// that stalls.
 func (b *uploadBody) Read(p []byte) (int, error) {
 	if b.budget == 0 {
 		return 0, errPreamble
@@ -229,7 +240,8 @@ func (b *uploadBody) Read(p []byte) (int, error) {
 	if b.budget > 0 && len(p) > b.budget {
 		p = p[:b.budget]
 	}
-	deadline := time.Now().Add(b.idle)
+	start := time.Now()
+	deadline := start.Add(b.idle - b.waited)
 	if deadline.After(b.end) {
 		deadline = b.end
 	}
@@ -237,6 +249,10 @@ func (b *uploadBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if b.budget > 0 {
 		b.budget -= n
+	}
+	b.waited += time.Since(start)
+	if b.got += n; b.got >= MinUploadBytes {
+		b.waited, b.got = 0, 0
 	}
 	return n, err
 }
