@@ -154,3 +154,26 @@ func TestTricklingUploadsAreEnded(t *testing.T) {
 		}
 	}
 }
+
+// TestAccountFilesAreBounded: an account's live files hold at most
+// CROSSCHECK_FILES_MAX_ACCOUNT_MB; an upload past it is refused and stores
+// nothing, and deleting a file makes room. One free key filled the disk at
+// 125 MB/s before.
+func TestAccountFilesAreBounded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, withConfig(func(c *config.Config) { c.FilesMaxAccountMB = 1 }))
+	key := h.newKey()
+	content := []byte("# " + strings.Repeat("x", 600<<10) + "\n")
+	first := h.upload(key, "one.py", content)
+	must(t, first.status == 201, "first upload: %d %s", first.status, first.body)
+	r := h.upload(key, "two.py", content)
+	must(t, r.status == 413 && r.errCode(t) == "file_too_large" && strings.Contains(string(r.body), "DELETE /v1/files"), "an upload past the account's bound: %d %s", r.status, r.body)
+	list := h.api("GET", "/v1/files", key, "")
+	data, _ := list.json(t)["data"].([]any)
+	must(t, len(data) == 1, "files after the refusal: %s", list.body)
+	must(t, h.upload(h.newKey(), "other.py", content).status == 201, "another account's upload")
+	del := h.api("DELETE", "/v1/files/"+first.json(t)["file_id"].(string), key, "")
+	must(t, del.status < 300, "delete: %d %s", del.status, del.body)
+	r = h.upload(key, "two.py", content)
+	must(t, r.status == 201, "an upload after a delete made room: %d %s", r.status, r.body)
+}

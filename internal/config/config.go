@@ -57,6 +57,9 @@ type Config struct {
 	// server (1,000 by default, shared by every process), so the sum over
 	// the API processes must stay well below that.
 	SSEMaxStreams, SSEMaxStreamsPerKey int
+	// FilesMaxAccountMB bounds the MiB of an account's live files (uploaded,
+	// neither deleted nor expired); zero is no bound.
+	FilesMaxAccountMB int
 	// HTTP bounds what one client can hold of the HTTP servers.
 	HTTP HTTPLimits
 	// PrintFirstKey makes the first start of crosscheck serve print the
@@ -135,6 +138,7 @@ func Defaults() Config {
 		SSEHeartbeat:        15 * time.Second,
 		SSEMaxStreams:       256,
 		SSEMaxStreamsPerKey: 16,
+		FilesMaxAccountMB:   2048,
 		HTTP: HTTPLimits{
 			MaxHeaderBytes:    32 << 10,
 			MaxConns:          4096,
@@ -210,6 +214,7 @@ func FromEnv() (Config, error) {
 	integer("CROSSCHECK_HTTP_MAX_HEADER_BYTES", &c.HTTP.MaxHeaderBytes, 4096)
 	integer("CROSSCHECK_SSE_MAX_STREAMS", &c.SSEMaxStreams, 0)
 	integer("CROSSCHECK_SSE_MAX_STREAMS_PER_KEY", &c.SSEMaxStreamsPerKey, 0)
+	integer("CROSSCHECK_FILES_MAX_ACCOUNT_MB", &c.FilesMaxAccountMB, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS", &c.HTTP.MaxConns, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR", &c.HTTP.MaxConnsPerAddr, 0)
 	if v := os.Getenv("CROSSCHECK_PRINT_FIRST_KEY"); v != "" {

@@ -80,6 +80,9 @@ type Service struct {
 	// It bounds the memory uploads take: the object store client's chunks
 	// in flight, and JetStream's own buffers in the embedded server.
 	MaxParallel int
+	// MaxAccountBytes bounds the bytes of an account's live files
+	// (uploaded, neither deleted nor expired); zero is no bound.
+	MaxAccountBytes int64
 
 	once  sync.Once
 	slots chan struct{}
@@ -146,6 +149,16 @@ func (s *Service) Upload(ctx context.Context, caller accounts.Caller, name, purp
 		return Meta{}, apperr.New(apperr.UnsupportedFileType, "the content is %s, which does not agree with the extension %s", sniffed, path.Ext(name))
 	}
 
+	// An account whose live files hold its bound already is refused before
+	// anything is stored; one this file takes past it, once its size is
+	// known.
+	used, err := s.usedBytes(ctx, caller.AccountID)
+	if err != nil {
+		return Meta{}, err
+	}
+	if err := s.fits(used, 0); err != nil {
+		return Meta{}, err
+	}
 	s.once.Do(func() { s.slots = make(chan struct{}, cmpOr(s.MaxParallel, DefaultMaxParallel)) })
 	wait := time.NewTimer(slotWait)
 	defer wait.Stop()
@@ -169,6 +182,10 @@ func (s *Service) Upload(ctx context.Context, caller accounts.Caller, name, purp
 	if src.text && !src.utf8Done() {
 		s.discard(id)
 		return Meta{}, apperr.New(apperr.InvalidFile, "the text file is not valid UTF-8")
+	}
+	if err := s.fits(used, int64(info.Size)); err != nil {
+		s.discard(id)
+		return Meta{}, err
 	}
 	m := Meta{
 		ID: id, AccountID: caller.AccountID, Name: name, Kind: k.kind, MediaType: k.mediaType,
@@ -267,6 +284,42 @@ func bodyError(err error, max int64) error {
 		return apperr.New(apperr.FileTooLarge, "the upload is larger than %d MB", MaxUploadBytes>>20)
 	}
 	return apperr.New(apperr.InvalidRequest, "the upload ended before the whole file arrived")
+}
+
+// usedBytes returns the bytes of the account's live files; 0 without a
+// bound to check them against.
+func (s *Service) usedBytes(ctx context.Context, accountID string) (int64, error) {
+	if s.MaxAccountBytes <= 0 {
+		return 0, nil
+	}
+	f, err := s.load(ctx, accountID)
+	if err != nil {
+		return 0, err
+	}
+	now := s.Now()
+	var used int64
+	for _, sf := range f.ByID {
+		if !sf.Deleted && now.Before(sf.ExpiresAt) {
+			used += sf.Bytes
+		}
+	}
+	return used, nil
+}
+
+// fits refuses a file of size when the account's live files, holding used
+// bytes, cannot take it. Uploads of one account that run at the same time
+// are checked against the same used bytes, so together they may pass the
+// bound by what they store.
+func (s *Service) fits(used, size int64) error {
+	if s.MaxAccountBytes <= 0 || used+size <= s.MaxAccountBytes && (size > 0 || used < s.MaxAccountBytes) {
+		return nil
+	}
+	this := ""
+	if size > 0 {
+		this = fmt.Sprintf(", too much for this file's %d bytes", size)
+	}
+	return apperr.New(apperr.FileTooLarge, "the account's live files hold %d of its %d MiB%s; delete files it no longer needs (DELETE /v1/files/{id}) or wait for them to expire, 48 hours after their upload",
+		used>>20, s.MaxAccountBytes>>20, this)
 }
 
 // append records ev for the account's files, conditional on expect.
