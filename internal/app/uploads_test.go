@@ -169,6 +169,7 @@ func TestFilesRefusals(t *testing.T) {
 		code           string
 	}{
 		{"an extension not accepted", "tool.exe", pe, 415, "unsupported_file_type"},
+		{"no extension", "README", []byte("read me\n"), 415, "unsupported_file_type"},
 		{"an executable named .png", "cat.png", pe, 415, "unsupported_file_type"},
 		{"a zip named .docx", "notes.docx", extracttest.Zip(map[string]string{"a.txt": "hello"}, "a.txt"), 415, "unsupported_file_type"},
 		{"a PNG named .pdf", "report.pdf", drawn(t, png.Encode), 415, "unsupported_file_type"},
@@ -183,6 +184,9 @@ func TestFilesRefusals(t *testing.T) {
 			r := h.upload(key, tt.filename, tt.content)
 			if r.status != tt.status || r.errCode(t) != tt.code {
 				t.Fatalf("upload = %d %s, want %d %s", r.status, r.body, tt.status, tt.code)
+			}
+			if strings.Contains(string(r.body), `named \"\"`) || strings.Contains(string(r.body), "named *") && !strings.Contains(string(r.body), "named *.") {
+				t.Errorf("the refusal names no extension clearly: %s", r.body)
 			}
 			if n := h.objectCount(); n != 0 {
 				t.Errorf("%d objects stored after a refusal", n)

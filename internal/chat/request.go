@@ -11,6 +11,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"path"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -174,6 +177,7 @@ type message struct {
 type part struct {
 	Type     string `json:"type"`
 	Text     string `json:"text"`
+	Refusal  string `json:"refusal"`
 	ImageURL *struct {
 		URL string `json:"url"`
 	} `json:"image_url"`
@@ -492,13 +496,25 @@ func (r *Request) content(raw json.RawMessage, param string) (string, error) {
 			if err := r.dataURL(p.ImageURL.URL, fmt.Sprintf("image-%d", len(r.Inline)+1), pp+".image_url.url"); err != nil {
 				return "", err
 			}
+			// An image is named by its content when that is an image the
+			// service takes: clients label every image image/jpeg, as
+			// OpenAI accepts.
+			in := &r.Inline[len(r.Inline)-1]
+			if ext, ok := imageExt[http.DetectContentType(in.Data)]; ok {
+				in.Name = strings.TrimSuffix(in.Name, path.Ext(in.Name)) + "." + ext
+			}
+		case "refusal":
+			texts = append(texts, p.Refusal)
 		case "file":
 			if p.File == nil {
 				return "", invalid(apperr.InvalidRequest, pp+".file", "%s.file is required", pp)
 			}
 			switch {
 			case p.File.FileID != "":
-				r.Files = append(r.Files, p.File.FileID)
+				// A file attached again in a later turn is one file.
+				if !slices.Contains(r.Files, p.File.FileID) {
+					r.Files = append(r.Files, p.File.FileID)
+				}
 			case p.File.FileData != "":
 				name := p.File.Filename
 				if name == "" {
@@ -511,11 +527,15 @@ func (r *Request) content(raw json.RawMessage, param string) (string, error) {
 				return "", invalid(apperr.InvalidRequest, pp+".file", "%s.file needs a file_id (POST /v1/files) or file_data", pp)
 			}
 		default:
-			return "", invalid(apperr.InvalidRequest, pp+".type", "%s.type must be text, image_url or file", pp)
+			return "", invalid(apperr.InvalidRequest, pp+".type", "%s.type must be text, image_url, file or refusal", pp)
 		}
 	}
 	return strings.Join(texts, "\n"), nil
 }
+
+// imageExt is the file name extension of each image type the service
+// takes, by the media type http.DetectContentType gives its content.
+var imageExt = map[string]string{"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
 
 // mediaExt is the file name extension of each inline media type the
 // service takes.

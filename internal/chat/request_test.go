@@ -51,6 +51,24 @@ func TestDecode(t *testing.T) {
 					t.Errorf("files %v inline %+v", r.Files, r.Inline)
 				}
 			}},
+		{name: "an image whose data URL names another image type", body: `{"model":"svc-unify","messages":[{"role":"user","content":[{"type":"text","text":"see"},{"type":"image_url","image_url":{"url":"data:image/jpeg;base64,` + png + `"}}]}]}`,
+			check: func(t *testing.T, r Request) {
+				if len(r.Inline) != 1 || r.Inline[0].Name != "image-1.png" {
+					t.Errorf("inline %+v, want the image named by its content", r.Inline)
+				}
+			}},
+		{name: "an assistant's refusal part", body: `{"model":"svc-unify","messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"refusal","refusal":"I cannot help with that."}]},{"role":"user","content":"b"}]}`,
+			check: func(t *testing.T, r Request) {
+				if !strings.Contains(r.Prompt, "I cannot help with that.") {
+					t.Errorf("prompt %q", r.Prompt)
+				}
+			}},
+		{name: "a file attached again in a later turn", body: `{"model":"svc-unify","messages":[{"role":"user","content":[{"type":"text","text":"see"},{"type":"file","file":{"file_id":"file_1"}}]},{"role":"assistant","content":"seen"},{"role":"user","content":[{"type":"text","text":"again"},{"type":"file","file":{"file_id":"file_1"}}]}]}`,
+			check: func(t *testing.T, r Request) {
+				if len(r.Files) != 1 || r.Files[0] != "file_1" {
+					t.Errorf("files %v, want file_1 once", r.Files)
+				}
+			}},
 		{name: "unknown model", body: `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`, code: apperr.ModelNotFound, param: "model"},
 		{name: "no model", body: `{"messages":[{"role":"user","content":"hi"}]}`, code: apperr.InvalidRequest, param: "model"},
 		{name: "not an object", body: `[1]`, code: apperr.InvalidRequest},

@@ -133,7 +133,11 @@ func (s *Service) Upload(ctx context.Context, caller accounts.Caller, name, purp
 	}
 	k, ok := kindOf(name)
 	if !ok {
-		return Meta{}, apperr.New(apperr.UnsupportedFileType, "files named %q are not accepted; accepted: PNG, JPG, GIF, WEBP images, PDF, DOC, DOCX, and py, js, ts, html, css, json, yaml, sql text", path.Ext(name))
+		what := fmt.Sprintf("files named *%s are not accepted", path.Ext(name))
+		if path.Ext(name) == "" {
+			what = "the file name has no extension, which says the file's type"
+		}
+		return Meta{}, apperr.New(apperr.UnsupportedFileType, "%s; accepted: PNG, JPG, GIF, WEBP images, PDF, DOC, DOCX, and py, js, ts, html, css, json, yaml, sql text", what)
 	}
 	head := make([]byte, sniffBytes)
 	n, err := io.ReadFull(body, head)
