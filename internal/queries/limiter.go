@@ -94,7 +94,7 @@ func (s *Service) acquire(ctx context.Context, fingerprint, id string) error {
 			if len(healed.Requests) >= s.limit() {
 				return nil, &apperr.Error{
 					Code:       apperr.RateLimited,
-					Message:    "this API key has 8 queries in flight; wait for one to finish",
+					Message:    "this API key has 8 queries in flight or being admitted; wait for one to finish",
 					RetryAfter: RetryAfterSeconds,
 				}
 			}
