@@ -220,6 +220,10 @@ func TestProtocolErrorsEnveloped(t *testing.T) {
 			if resp.StatusCode != c.status || resp.Header.Get("Content-Type") != "application/json" || envelopeCode(body) != "invalid_request" {
 				t.Fatalf("got %d %q %s; want %d with the invalid_request envelope", resp.StatusCode, resp.Header.Get("Content-Type"), body, c.status)
 			}
+			// The message says what to check, not only Go's status text.
+			if !strings.Contains(string(body), "check the request line") {
+				t.Errorf("message says nothing to do: %s", body)
+			}
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,7 +119,9 @@ func (c *envelopeConn) rewrite(p []byte) ([]byte, bool) {
 		return nil, false
 	}
 	text := string(rest[len(protocolErrorHeaders)-2:])
-	msg := "the request is not valid HTTP/1.1: " + text
+	// Go's text says little more than the status ("400 Bad Request"), so
+	// the message lists what it refuses.
+	msg := "the request is not valid HTTP/1.1 (" + strings.TrimSpace(text) + "): check the request line (method, path and its % escapes, version), the Host header, a single Content-Length, and header names and values without control characters"
 	if status == http.StatusRequestHeaderFieldsTooLarge {
 		msg = "the request's header lines are larger than this server accepts"
 	}
