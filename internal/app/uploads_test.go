@@ -392,3 +392,17 @@ func TestFilesParallelUploadMemory(t *testing.T) {
 		t.Errorf("the heap grew by %d MB: uploads are held in memory", grew>>20)
 	}
 }
+
+// GET /v1/files refuses what it does not take, as GET /v1/queries does: an
+// unknown query parameter, or one given twice, is a mistake to be told of.
+func TestFilesListParameters(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	key := h.newKey()
+	for _, q := range []string{"?sort=name", "?limit=1&limit=2", "?limit=0"} {
+		r := h.api("GET", "/v1/files"+q, key, nil)
+		must(t, r.status == 400 && r.errCode(t) == "invalid_request", "GET /v1/files%s: %d %s", q, r.status, r.body)
+	}
+	r := h.api("GET", "/v1/files?limit=5", key, nil)
+	must(t, r.status == 200, "GET /v1/files?limit=5: %d %s", r.status, r.body)
+}
