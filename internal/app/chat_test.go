@@ -542,6 +542,13 @@ func TestRouteRefusalsOnTheChatDoor(t *testing.T) {
 		{"GET", "/v1/estimate-cost", 405, "POST", false},
 	} {
 		r := h.api(c.method, c.path, key, nil)
+		if c.chat {
+			// Without a key too: the refusal is in the door's shape.
+			u := h.api(c.method, c.path, "", nil)
+			ue, _ := u.json(t)["error"].(map[string]any)
+			_, hasType := ue["type"]
+			must(t, u.status == 401 && hasType, "%s %s without a key: %d %s", c.method, c.path, u.status, u.body)
+		}
 		e, _ := r.json(t)["error"].(map[string]any)
 		_, hasType := e["type"]
 		_, hasParam := e["param"]

@@ -303,51 +303,54 @@ func TestUnknownErrorDoc(t *testing.T) {
 var _ = fmt.Sprint
 
 // TestChatBodiesHeldAreBounded: the chat door reads bodies of up to 8 MiB
-// (inline files), so what it holds is bounded before it reads them: a key's
-// event-stream slots are taken before its body is read (the 17th of one
-// key's stalled requests is refused at once), and at most
-// handlers.MaxLargeChatBodies bodies over 256 KiB are read at a time in the
-// process (beyond them, 503 after a short wait). Stalled 8 MB bodies on 500
-// connections held 4.4 GB before.
+// (inline files), so a process reads and holds at most
+// handlers.MaxLargeChatBodies bodies over 256 KiB at a time, and one API key
+// at most handlers.MaxLargeChatBodiesPerKey of them; beyond, the request is
+// refused at once (503, or 429 for the key) instead of its body being read.
+// Stalled 8 MB bodies on 500 connections held 4.4 GB before.
 func TestChatBodiesHeldAreBounded(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	start := func(key string, length, sent int) net.Conn {
+	start := func(key string) net.Conn {
 		c := rawConn(t, h.m.URL())
-		head := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", key, length)
-		if _, err := io.WriteString(c, head+strings.Repeat(" ", sent)); err != nil {
+		head := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 8000000\r\n\r\n", key)
+		if _, err := io.WriteString(c, head+strings.Repeat(" ", 300<<10)); err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
+	// answers reads what each of conns is answered within a few seconds:
+	// "none" while its body is still being waited for.
+	answers := func(conns []net.Conn) map[string]int {
+		out := make(chan string, len(conns))
+		for _, c := range conns {
+			go func() {
+				resp, body, err := readAnswer(c, 3*time.Second)
+				if err != nil {
+					out <- "none"
+					return
+				}
+				out <- fmt.Sprint(resp.StatusCode, " ", envelopeCode(body))
+			}()
+		}
+		got := map[string]int{}
+		for range conns {
+			got[<-out]++
+		}
+		return got
+	}
 	key := h.newKey()
-	for range 16 {
-		start(key, 1000, 10)
-	}
-	time.Sleep(200 * time.Millisecond) // the 16 take their slots
-	resp, body, err := readAnswer(start(key, 1000, 10), 5*time.Second)
-	must(t, err == nil && resp.StatusCode == 429 && envelopeCode(body) == "rate_limited", "the 17th stalled request of a key: %v %v %s", resp, err, body)
-
 	var conns []net.Conn
-	for range handlers.MaxLargeChatBodies + 1 {
-		conns = append(conns, start(h.newKey(), 8_000_000, 300<<10))
+	for range handlers.MaxLargeChatBodiesPerKey + 1 {
+		conns = append(conns, start(key))
 	}
-	// The bodies that hold a token wait for the rest of their bytes; the
-	// one without is refused after the short wait.
-	answers := make(chan string, len(conns))
-	for _, c := range conns {
-		go func() {
-			resp, body, err := readAnswer(c, 6*time.Second)
-			if err != nil {
-				answers <- "none"
-				return
-			}
-			answers <- fmt.Sprint(resp.StatusCode, " ", envelopeCode(body))
-		}()
+	got := answers(conns)
+	must(t, got["429 rate_limited"] == 1 && got["none"] == handlers.MaxLargeChatBodiesPerKey, "one key's stalled large bodies, by answer: %v", got)
+
+	conns = nil
+	for range handlers.MaxLargeChatBodies - handlers.MaxLargeChatBodiesPerKey + 1 {
+		conns = append(conns, start(h.newKey()))
 	}
-	got := map[string]int{}
-	for range conns {
-		got[<-answers]++
-	}
-	must(t, got["503 service_restarting"] == 1 && got["none"] == len(conns)-1, "stalled large bodies, by answer: %v; want one refused and the others still read", got)
+	got = answers(conns)
+	must(t, got["503 service_restarting"] == 1 && got["none"] == len(conns)-1, "stalled large bodies of other keys, by answer: %v", got)
 }

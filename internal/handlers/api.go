@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -74,16 +73,16 @@ type Server struct {
 
 	streams keySlots
 	uploads keySlots
-	// largeBodyTokens holds a token for each large chat body being read
-	// or held (MaxLargeChatBodies), made once.
-	largeBodies     sync.Once
-	largeBodyTokens chan struct{}
+	// largeBodies counts the chat bodies over smallChatBody being read or
+	// held (readChatBody).
+	largeBodies keySlots
 }
 
 // Handler returns the public API's router.
 func (s *Server) Handler() http.Handler {
 	s.streams.what, s.streams.hint = "open event streams", "close one, or poll GET /v1/queries/{id}"
 	s.uploads.what, s.uploads.hint = "uploads in progress", "wait for one to finish"
+	s.largeBodies.what, s.largeBodies.hint = "chat requests over 256 KiB being read", "wait for one to be answered, or upload large files with POST /v1/files and send their file_id"
 	r := chi.NewRouter()
 	r.Use(observed)
 	r.Use(accessLog(s.Log))
@@ -204,7 +203,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		if err != nil {
 			// Refused before its body is read: the answer goes out now.
 			closeUnread(w, r)
-			s.writeError(w, r, err, "")
+			s.routeError(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(contextWithCaller(r, c)))

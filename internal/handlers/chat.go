@@ -53,10 +53,14 @@ func (s *Server) chatAuth(next http.Handler) http.Handler {
 	})
 }
 
-// MaxLargeChatBodies bounds the chat request bodies over smallChatBody a
-// process reads and holds at a time (with their decoding and inline files,
-// until the query is submitted): the door takes bodies of up to 8 MiB.
-const MaxLargeChatBodies = 8
+// Bounds of the chat request bodies over smallChatBody a process reads and
+// holds at a time (with their decoding and inline files, until the query is
+// submitted), in all and per API key: the door takes bodies of up to 8 MiB.
+// Other bodies are at most smallChatBody, as a query's.
+const (
+	MaxLargeChatBodies       = 8
+	MaxLargeChatBodiesPerKey = 2
+)
 
 // chatCompletions serves POST /v1/chat/completions: the request becomes a
 // query, submitted as POST /v1/queries submits one (same credits, in-flight
@@ -68,16 +72,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.chatError(w, r, errStopping, "")
 		return
 	}
-	// The key's slot is taken before its body is read, so one key holds at
-	// most its slots' bodies.
 	c := caller(r)
-	if e := s.streams.acquire(c.Fingerprint, s.MaxStreams, s.MaxStreamsPerKey); e != nil {
-		closeUnread(w, r)
-		s.chatError(w, r, e, "")
-		return
-	}
-	defer s.streams.release(c.Fingerprint)
-	body, held, err := s.readChatBody(w, r)
+	body, held, err := s.readChatBody(w, r, c.Fingerprint)
 	defer held()
 	if err != nil {
 		closeUnread(w, r)
@@ -100,6 +96,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if vals, ok := r.Header["Idempotency-Key"]; ok {
 		key, hasKey = vals[0], true
 	}
+	if e := s.streams.acquire(c.Fingerprint, s.MaxStreams, s.MaxStreamsPerKey); e != nil {
+		s.chatError(w, r, e, "")
+		return
+	}
+	defer s.streams.release(c.Fingerprint)
 	files := append([]string(nil), req.Files...)
 	var inline []string
 	for _, f := range req.Inline {
@@ -153,33 +154,22 @@ func (s *Server) dropInline(r *http.Request, c accounts.Caller, ids []string, er
 // token: as much as a query's body may hold.
 const smallChatBody = queries.MaxBodyBytes
 
-// largeBodyWait is how long a large chat body waits for a token before it is
-// refused.
-const largeBodyWait = 2 * time.Second
-
 // readChatBody reads r's body, at most chat.MaxBodyBytes. A body over
-// smallChatBody is read only with one of the process's MaxLargeChatBodies
-// tokens, waited for at most largeBodyWait (then 503 service_restarting);
-// held gives the token back (it may be called more than once, and is a
-// no-op for a small body). A failure is the refusal to write.
-func (s *Server) readChatBody(w http.ResponseWriter, r *http.Request) (body []byte, held func(), err error) {
+// smallChatBody is read on only with one of the process's large-body slots
+// (MaxLargeChatBodies, MaxLargeChatBodiesPerKey for the caller's key): none
+// free is 503 service_restarting, the key's taken 429 rate_limited. held
+// gives the slot back (it may be called more than once, and does nothing
+// for a small body). A failure is the refusal to write.
+func (s *Server) readChatBody(w http.ResponseWriter, r *http.Request, key string) (body []byte, held func(), err error) {
 	held = func() {}
 	limited := http.MaxBytesReader(w, r.Body, chat.MaxBodyBytes)
 	body, err = io.ReadAll(io.LimitReader(limited, smallChatBody+1))
 	if err == nil && len(body) > smallChatBody {
-		s.largeBodies.Do(func() { s.largeBodyTokens = make(chan struct{}, MaxLargeChatBodies) })
-		wait := time.NewTimer(largeBodyWait)
-		defer wait.Stop()
-		select {
-		case s.largeBodyTokens <- struct{}{}:
-		case <-wait.C:
-			return nil, held, &apperr.Error{Code: apperr.ServiceRestarting, RetryAfter: 1,
-				Message: fmt.Sprintf("this server is reading as many request bodies over %d bytes as it holds at once; retry in a second, or upload large files with POST /v1/files and send their file_id", smallChatBody)}
-		case <-r.Context().Done():
-			return nil, held, r.Context().Err()
+		if e := s.largeBodies.acquire(key, MaxLargeChatBodies, MaxLargeChatBodiesPerKey); e != nil {
+			return nil, held, e
 		}
 		var once sync.Once
-		held = func() { once.Do(func() { <-s.largeBodyTokens }) }
+		held = func() { once.Do(func() { s.largeBodies.release(key) }) }
 		var rest []byte
 		rest, err = io.ReadAll(limited)
 		body = append(body, rest...)
