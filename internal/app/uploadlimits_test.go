@@ -114,9 +114,10 @@ func TestRefusedRequestClosesItsConnection(t *testing.T) {
 
 // TestTricklingUploadsAreEnded: an upload must send at least
 // handlers.MinUploadBytes in each read timeout, or it ends; two keys each
-// trickling a byte now and then into their two uploads held all of the
-// process's upload slots for the upload's 10 minutes, and another tenant's
-// upload got no answer.
+// trickling a byte now and then (or 64 KiB now and then, at a first
+// minimum of 64 KiB) into their two uploads held all of the process's
+// upload slots for the upload's 10 minutes, and another tenant's upload got
+// no answer.
 func TestTricklingUploadsAreEnded(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, withConfig(func(c *config.Config) { c.HTTP.ReadTimeout = 3 * time.Second }))
@@ -128,14 +129,20 @@ func TestTricklingUploadsAreEnded(t *testing.T) {
 		for range 2 {
 			c := stalledUpload(t, h, key)
 			trickling = append(trickling, c)
+			// A byte every half second, or 64 KiB every two seconds: both
+			// send less than MinUploadBytes in the read timeout.
+			every, chunk := 500*time.Millisecond, 1
+			if len(trickling)%2 == 0 {
+				every, chunk = 2*time.Second, 64<<10
+			}
 			go func() {
 				for {
 					select {
 					case <-done:
 						return
-					case <-time.After(500 * time.Millisecond):
+					case <-time.After(every):
 					}
-					if _, err := c.Write([]byte{0}); err != nil {
+					if _, err := c.Write(make([]byte, chunk)); err != nil {
 						return
 					}
 				}
@@ -172,6 +179,17 @@ func TestAccountFilesAreBounded(t *testing.T) {
 	data, _ := list.json(t)["data"].([]any)
 	must(t, len(data) == 1, "files after the refusal: %s", list.body)
 	must(t, h.upload(h.newKey(), "other.py", content).status == 201, "another account's upload")
+	// An upload that cannot fit is refused once it passes what is left,
+	// not read and stored whole first: this one stalls after 1 MB.
+	c := rawConn(t, h.m.URL())
+	var part bytes.Buffer
+	mw := multipart.NewWriter(&part)
+	fw, _ := mw.CreateFormFile("file", "big.py")
+	fw.Write([]byte("# " + strings.Repeat("x", 1<<20)))
+	fmt.Fprintf(c, "POST /v1/files HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\nContent-Length: 10000000\r\n\r\n", key, mw.FormDataContentType())
+	c.Write(part.Bytes())
+	resp, body, err := readAnswer(c, 10*time.Second)
+	must(t, err == nil && resp.StatusCode == 413 && strings.Contains(string(body), "live files"), "a stalled upload past the account's bound: %v %v %s", resp, err, body)
 	del := h.api("DELETE", "/v1/files/"+first.json(t)["file_id"].(string), key, "")
 	must(t, del.status < 300, "delete: %d %s", del.status, del.body)
 	r = h.upload(key, "two.py", content)

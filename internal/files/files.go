@@ -178,9 +178,19 @@ func (s *Service) Upload(ctx context.Context, caller accounts.Caller, name, purp
 	id := "file_" + ulid.Make().String()
 	now := s.Now().UTC()
 	hasher := sha256.New()
-	src := &checkedReader{r: io.MultiReader(bytesReader(head), body), max: k.max, hash: hasher, text: k.text}
+	// A file is read no further than what is left of the account's bound:
+	// one that cannot fit is refused as soon as it passes it.
+	limit, room := k.max, s.MaxAccountBytes-used
+	if s.MaxAccountBytes > 0 && room < limit {
+		limit = room
+	}
+	src := &checkedReader{r: io.MultiReader(bytesReader(head), body), max: limit, hash: hasher, text: k.text}
 	info, err := s.Store.FileObjects.Put(ctx, id, map[string]string{metaAccount: caller.AccountID, metaFile: id}, src)
-	if err != nil {
+	var tl errTooLarge
+	switch {
+	case errors.As(err, &tl) && limit < k.max:
+		return Meta{}, s.fits(used, limit+1)
+	case err != nil:
 		return Meta{}, bodyError(err, k.max)
 	}
 	if src.text && !src.utf8Done() {
@@ -320,7 +330,7 @@ func (s *Service) fits(used, size int64) error {
 	}
 	this := ""
 	if size > 0 {
-		this = fmt.Sprintf(", too much for this file's %d bytes", size)
+		this = fmt.Sprintf(", which leaves %d bytes, less than this file needs", max(s.MaxAccountBytes-used, 0))
 	}
 	return apperr.New(apperr.FileTooLarge, "the account's live files hold %d of its %d MiB%s; delete files it no longer needs (DELETE /v1/files/{id}) or wait for them to expire, 48 hours after their upload",
 		used>>20, s.MaxAccountBytes>>20, this)

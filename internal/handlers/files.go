@@ -37,8 +37,12 @@ const (
 	// holds no upload slot for long.
 	DefaultUploadIdle = 30 * time.Second
 	// MinUploadBytes is what an upload must send within each
-	// DefaultUploadIdle (about 2 KB/s; the end of the body ends it sooner).
-	MinUploadBytes = 64 << 10
+	// DefaultUploadIdle of waiting (about 17 KB/s; the end of the body ends
+	// it sooner). At 64 KiB (2 KB/s) two keys' four uploads held every slot
+	// for the upload's 10 minutes with 10 KB/s in all; now that costs them
+	// 70 KB/s. A client that can send the largest file (32 MiB) within the
+	// upload's 10 minutes sends 55 KB/s, well above it.
+	MinUploadBytes = 512 << 10
 	// MaxUploadsPerKey bounds the uploads one API key has in progress, so
 	// that one key holds at most half of a process's upload slots
 	// (files.DefaultMaxParallel).
