@@ -354,3 +354,29 @@ func TestChatBodiesHeldAreBounded(t *testing.T) {
 	got = answers(conns)
 	must(t, got["503 service_restarting"] == 1 && got["none"] == len(conns)-1, "stalled large bodies of other keys, by answer: %v", got)
 }
+
+// TestBodiesReadPerKeyAreBounded: one API key has at most
+// handlers.MaxBodiesPerKey request bodies being read at a time, on the
+// query and chat endpoints together; the next is refused at once. Only the
+// connection limits bounded them before: one key stalled 1,920 bodies of
+// just under 256 KiB from 8 addresses and held 840 MB.
+func TestBodiesReadPerKeyAreBounded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	key := h.newKey()
+	stall := func(key, path string) net.Conn {
+		c := rawConn(t, h.m.URL())
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n\r\n{", path, key)
+		return c
+	}
+	for i := range handlers.MaxBodiesPerKey {
+		stall(key, []string{"/v1/queries", "/v1/chat/completions"}[i%2])
+	}
+	time.Sleep(200 * time.Millisecond) // the stalled bodies are being read
+	for _, path := range []string{"/v1/queries", "/v1/chat/completions", "/v1/estimate-cost"} {
+		resp, body, err := readAnswer(stall(key, path), 5*time.Second)
+		must(t, err == nil && resp.StatusCode == 429 && envelopeCode(body) == "rate_limited", "%s past the key's bodies: %v %v %s", path, resp, err, body)
+	}
+	r := h.submit(h.newKey(), map[string]any{"mode": "unify", "prompt": "another key"})
+	must(t, r.status == 202, "another key's submission: %d %s", r.status, r.body)
+}

@@ -153,9 +153,9 @@ func TestTricklingUploadsAreEnded(t *testing.T) {
 	r := h.upload(h.newKey(), "notes.py", []byte("x = 1\n"))
 	must(t, r.status == 201, "another tenant's upload while four trickle: %d %s", r.status, r.body)
 	for i, c := range trickling {
-		resp, _, err := readAnswer(c, 20*time.Second)
+		resp, body, err := readAnswer(c, 20*time.Second)
 		if err == nil {
-			must(t, resp.StatusCode == 400, "trickling upload %d answered %d", i, resp.StatusCode)
+			must(t, resp.StatusCode == 400 && strings.Contains(string(body), "too slowly"), "trickling upload %d answered %d %s", i, resp.StatusCode, body)
 		} else {
 			must(t, !strings.Contains(err.Error(), "timeout"), "trickling upload %d still held after 20 s: %v", i, err)
 		}

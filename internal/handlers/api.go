@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -74,14 +75,16 @@ type Server struct {
 	streams keySlots
 	uploads keySlots
 	// largeBodies counts the chat bodies over smallChatBody being read or
-	// held (readChatBody).
+	// held (readChatBody), bodies every body being read (readingBody).
 	largeBodies keySlots
+	bodies      keySlots
 }
 
 // Handler returns the public API's router.
 func (s *Server) Handler() http.Handler {
 	s.streams.what, s.streams.hint = "open event streams", "close one, or poll GET /v1/queries/{id}"
 	s.uploads.what, s.uploads.hint = "uploads in progress", "wait for one to finish"
+	s.bodies.what, s.bodies.hint = "request bodies being read", "send the next once one has arrived"
 	s.largeBodies.what, s.largeBodies.hint = "chat requests over 256 KiB being read", "wait for one to be answered, or upload large files with POST /v1/files and send their file_id"
 	r := chi.NewRouter()
 	r.Use(observed)
@@ -213,10 +216,16 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 // SubmitResponse is the 202 body of POST /v1/queries.
 type SubmitResponse = apiv1.Accepted
 
-// readQuery reads a query request body, bounded in size and in time (the
-// server's read timeout), and refuses one that is not valid UTF-8.
-func readQuery(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// readQuery reads a query request body, bounded in size, in time (the
+// server's read timeout) and in the bodies its key has being read
+// (readingBody), and refuses one that is not valid UTF-8.
+func (s *Server) readQuery(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	done, e := s.readingBody(w, r)
+	if e != nil {
+		return nil, e
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, queries.MaxBodyBytes))
+	done()
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -225,6 +234,19 @@ func readQuery(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, apperr.New(apperr.InvalidRequest, "could not read the whole request body (it ended early or did not arrive within the read timeout)")
 	}
 	return body, checkUTF8(body)
+}
+
+// readingBody takes one of the caller's MaxBodiesPerKey slots of bodies
+// being read, and returns the function that gives it back; a key holding
+// them all is refused at once (429), its connection closed unread.
+func (s *Server) readingBody(w http.ResponseWriter, r *http.Request) (done func(), err error) {
+	key := caller(r).Fingerprint
+	if e := s.bodies.acquire(key, 0, MaxBodiesPerKey); e != nil {
+		closeUnread(w, r)
+		return nil, e
+	}
+	var once sync.Once
+	return func() { once.Do(func() { s.bodies.release(key) }) }, nil
 }
 
 // checkUTF8 refuses a body that is not valid UTF-8, which a JSON decoder
@@ -262,7 +284,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errStopping, "")
 		return
 	}
-	body, err := readQuery(w, r)
+	body, err := s.readQuery(w, r)
 	if err != nil {
 		s.writeError(w, r, err, "")
 		return
@@ -347,7 +369,7 @@ type EstimateResponse = apiv1.Estimate
 type EstimateCall = apiv1.EstimateCall
 
 func (s *Server) estimate(w http.ResponseWriter, r *http.Request) {
-	body, err := readQuery(w, r)
+	body, err := s.readQuery(w, r)
 	if err != nil {
 		s.writeError(w, r, err, "")
 		return

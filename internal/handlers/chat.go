@@ -62,6 +62,12 @@ const (
 	MaxLargeChatBodiesPerKey = 2
 )
 
+// MaxBodiesPerKey bounds the request bodies of one API key being read at a
+// time, on the query and chat endpoints together: with bodies of up to
+// 256 KiB, 4 MiB a key, where only the connection limits (4,096 by 256 KiB)
+// bounded them.
+const MaxBodiesPerKey = 16
+
 // chatCompletions serves POST /v1/chat/completions: the request becomes a
 // query, submitted as POST /v1/queries submits one (same credits, in-flight
 // limit, Idempotency-Key and events), and the answer is followed from the
@@ -162,6 +168,11 @@ const smallChatBody = queries.MaxBodyBytes
 // for a small body). A failure is the refusal to write.
 func (s *Server) readChatBody(w http.ResponseWriter, r *http.Request, key string) (body []byte, held func(), err error) {
 	held = func() {}
+	done, err := s.readingBody(w, r)
+	if err != nil {
+		return nil, held, err
+	}
+	defer done()
 	limited := http.MaxBytesReader(w, r.Body, chat.MaxBodyBytes)
 	body, err = io.ReadAll(io.LimitReader(limited, smallChatBody+1))
 	if err == nil && len(body) > smallChatBody {

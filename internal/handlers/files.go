@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -164,6 +165,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 }
 
 func partError(err error) error {
+	var ae *apperr.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return apperr.New(apperr.FileTooLarge, "the upload is larger than %d bytes", files.MaxUploadBytes)
@@ -267,6 +272,9 @@ func (b *uploadBody) Read(p []byte) (int, error) {
 	b.waited += time.Since(start)
 	if b.got += n; b.got >= MinUploadBytes {
 		b.waited, b.got = 0, 0
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() && time.Now().Before(b.end) {
+		return n, apperr.New(apperr.InvalidRequest, "the upload arrived too slowly: each %d KiB of it must arrive within %s; nothing was stored", MinUploadBytes>>10, b.idle)
 	}
 	return n, err
 }
