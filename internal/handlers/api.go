@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -240,13 +239,12 @@ func (s *Server) readQuery(w http.ResponseWriter, r *http.Request) ([]byte, erro
 // being read, and returns the function that gives it back; a key holding
 // them all is refused at once (429), its connection closed unread.
 func (s *Server) readingBody(w http.ResponseWriter, r *http.Request) (done func(), err error) {
-	key := caller(r).Fingerprint
-	if e := s.bodies.acquire(key, 0, MaxBodiesPerKey); e != nil {
+	done, e := s.bodies.take(caller(r).Fingerprint, 0, MaxBodiesPerKey)
+	if e != nil {
 		closeUnread(w, r)
 		return nil, e
 	}
-	var once sync.Once
-	return func() { once.Do(func() { s.bodies.release(key) }) }, nil
+	return done, nil
 }
 
 // checkUTF8 refuses a body that is not valid UTF-8, which a JSON decoder

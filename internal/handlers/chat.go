@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -176,11 +175,11 @@ func (s *Server) readChatBody(w http.ResponseWriter, r *http.Request, key string
 	limited := http.MaxBytesReader(w, r.Body, chat.MaxBodyBytes)
 	body, err = io.ReadAll(io.LimitReader(limited, smallChatBody+1))
 	if err == nil && len(body) > smallChatBody {
-		if e := s.largeBodies.acquire(key, MaxLargeChatBodies, MaxLargeChatBodiesPerKey); e != nil {
+		release, e := s.largeBodies.take(key, MaxLargeChatBodies, MaxLargeChatBodiesPerKey)
+		if e != nil {
 			return nil, held, e
 		}
-		var once sync.Once
-		held = func() { once.Do(func() { s.largeBodies.release(key) }) }
+		held = release
 		var rest []byte
 		rest, err = io.ReadAll(limited)
 		body = append(body, rest...)

@@ -233,6 +233,16 @@ func (sl *keySlots) acquire(key string, max, perKey int) *apperr.Error {
 	return nil
 }
 
+// take is acquire returning the function that gives the slot back, which
+// may be called more than once.
+func (sl *keySlots) take(key string, max, perKey int) (release func(), refused *apperr.Error) {
+	if e := sl.acquire(key, max, perKey); e != nil {
+		return nil, e
+	}
+	var once sync.Once
+	return func() { once.Do(func() { sl.release(key) }) }, nil
+}
+
 func (sl *keySlots) release(key string) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
