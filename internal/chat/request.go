@@ -11,11 +11,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"path"
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gabriel-vasile/mimetype"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
@@ -500,8 +501,8 @@ func (r *Request) content(raw json.RawMessage, param string) (string, error) {
 			// service takes: clients label every image image/jpeg, as
 			// OpenAI accepts.
 			in := &r.Inline[len(r.Inline)-1]
-			if ext, ok := imageExt[http.DetectContentType(in.Data)]; ok {
-				in.Name = strings.TrimSuffix(in.Name, path.Ext(in.Name)) + "." + ext
+			if mt := mimetype.Detect(in.Data).String(); strings.HasPrefix(mt, "image/") && mediaExt[mt] != "" {
+				in.Name = strings.TrimSuffix(in.Name, path.Ext(in.Name)) + "." + mediaExt[mt]
 			}
 		case "refusal":
 			texts = append(texts, p.Refusal)
@@ -532,10 +533,6 @@ func (r *Request) content(raw json.RawMessage, param string) (string, error) {
 	}
 	return strings.Join(texts, "\n"), nil
 }
-
-// imageExt is the file name extension of each image type the service
-// takes, by the media type http.DetectContentType gives its content.
-var imageExt = map[string]string{"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
 
 // mediaExt is the file name extension of each inline media type the
 // service takes.

@@ -117,14 +117,14 @@ func (s *Server) Handler() http.Handler {
 
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	closeUnread(w, r)
-	s.routeError(w, r, apperr.New(apperr.NotFound, "no route %s %s", boundPath(r.Method), boundPath(r.URL.Path)))
+	s.routeError(w, r, apperr.New(apperr.NotFound, "no route %s %s", clip(r.Method, maxLoggedPath), clip(r.URL.Path, maxLoggedPath)))
 }
 
 // noMethod refuses a method the path does not take, saying in Allow which
 // ones it does (RFC 9110).
 func (s *Server) noMethod(w http.ResponseWriter, r *http.Request) {
 	closeUnread(w, r)
-	msg := fmt.Sprintf("method %s is not allowed on %s", boundPath(r.Method), boundPath(r.URL.Path))
+	msg := fmt.Sprintf("method %s is not allowed on %s", clip(r.Method, maxLoggedPath), clip(r.URL.Path, maxLoggedPath))
 	if allow := allowed(r); len(allow) > 0 {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		msg += "; it takes " + strings.Join(allow, ", ")

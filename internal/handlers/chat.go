@@ -407,12 +407,8 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.chatError(w, r, &apperr.Error{Code: apperr.ModelNotFound, Param: "model",
-		Message: fmt.Sprintf("The model `%s` does not exist: GET /v1/models lists svc-unify, svc-justify and svc-verify", truncateID(id))}, "")
+		Message: fmt.Sprintf("The model `%s` does not exist: GET /v1/models lists svc-unify, svc-justify and svc-verify", clip(id, maxEchoedID))}, "")
 }
 
-func truncateID(s string) string {
-	if len(s) > 64 {
-		s = s[:64] + "…"
-	}
-	return string(bytes.ToValidUTF8([]byte(s), []byte("?")))
-}
+// maxEchoedID bounds an id or a name of the client's that a message echoes.
+const maxEchoedID = 64

@@ -192,10 +192,10 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 	for name, vals := range r.URL.Query() {
 		switch {
 		case len(vals) != 1:
-			s.writeError(w, r, apperr.New(apperr.InvalidRequest, "the query parameter %q is given %d times; give it at most once", truncateID(name), len(vals)), "")
+			s.writeError(w, r, apperr.New(apperr.InvalidRequest, "the query parameter %q is given %d times; give it at most once", clip(name, maxEchoedID), len(vals)), "")
 			return
 		case name != "limit" && name != "after":
-			s.writeError(w, r, apperr.New(apperr.InvalidRequest, "unknown query parameter %q; GET /v1/files takes limit and after", truncateID(name)), "")
+			s.writeError(w, r, apperr.New(apperr.InvalidRequest, "unknown query parameter %q; GET /v1/files takes limit and after", clip(name, maxEchoedID)), "")
 			return
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/rs/zerolog"
@@ -19,13 +20,18 @@ type logKey struct{}
 // kilobytes of log a request.
 const maxLoggedPath = 256
 
-// boundPath is path cut to maxLoggedPath bytes, on a character boundary,
-// with "…" when it was cut.
-func boundPath(path string) string {
-	if len(path) <= maxLoggedPath {
-		return path
+// clip is client input as a log line or a message echoes it: at most n
+// bytes, cut on a character boundary with "…" when it was cut, and bytes
+// that are not UTF-8 shown as "?".
+func clip(s string, n int) string {
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
 	}
-	return strings.ToValidUTF8(path[:maxLoggedPath], "") + "…"
+	return strings.ToValidUTF8(s, "?")
 }
 
 func logger(r *http.Request) *zerolog.Logger {
@@ -43,7 +49,7 @@ func accessLog(base zerolog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
-			l := base.With().Str("method", boundPath(r.Method)).Str("path", boundPath(r.URL.Path)).Logger()
+			l := base.With().Str("method", clip(r.Method, maxLoggedPath)).Str("path", clip(r.URL.Path, maxLoggedPath)).Logger()
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 			next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logKey{}, &l)))
 			ev := l.Info().Int("status", ww.Status()).Float64("duration_ms", float64(time.Since(start).Microseconds())/1000)
