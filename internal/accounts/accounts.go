@@ -21,6 +21,9 @@ import (
 type Service struct {
 	Store *eventstore.Store
 	Now   func() time.Time
+	// MaxKeys bounds the keys of an account that are not revoked; zero is
+	// no bound.
+	MaxKeys int
 
 	cache    keyCache
 	init     sync.Once
@@ -100,7 +103,9 @@ func (s *Service) Account(ctx context.Context, id string) (*AccountView, error) 
 }
 
 // CreateKey creates an API key for the account. The returned keys.Key is the
-// only place the secret ever exists: show it once and drop it.
+// only place the secret ever exists: show it once and drop it. An account
+// that has MaxKeys keys that are not revoked gets none (invalid_request):
+// every per-key bound of the service is multiplied by its keys.
 func (s *Service) CreateKey(ctx context.Context, accountID, name string, acceptAUP bool) (keys.Key, *events.Key, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
@@ -125,6 +130,9 @@ func (s *Service) CreateKey(ctx context.Context, accountID, name string, acceptA
 				case cur != nil && cur.SecretHash == k.SecretHash():
 					return nil, nil // this step landed before a later one conflicted
 				case cur == nil:
+					if n := unrevoked(a); s.MaxKeys > 0 && n >= s.MaxKeys {
+						return nil, apperr.New(apperr.InvalidRequest, "the account has %d keys that are not revoked, the most an account may have (CROSSCHECK_ACCOUNT_MAX_KEYS); revoke one it no longer uses (POST /admin/v1/keys/{fingerprint}/revoke) before creating another", n)
+					}
 					return []events.Event{events.KeyCreated{Fingerprint: k.Fingerprint, Name: name, SecretHash: k.SecretHash(), AUPAccepted: true}}, nil
 				}
 				// The account has a key with this fingerprint already.
@@ -142,6 +150,18 @@ func (s *Service) CreateKey(ctx context.Context, accountID, name string, acceptA
 	doc := projections.KeyDocOf(key)
 	s.cache.put(&doc)
 	return k, key, nil
+}
+
+// unrevoked counts a's keys that are not revoked: a disabled or suspended
+// key may be used again.
+func unrevoked(a *events.Account) int {
+	n := 0
+	for _, k := range a.Keys {
+		if k.State != events.StateRevoked {
+			n++
+		}
+	}
+	return n
 }
 
 // newKey generates a key whose fingerprint no account has.

@@ -189,7 +189,7 @@ func (m *Main) Open(ctx context.Context) error {
 	if m.RetryDelays == nil {
 		m.RetryDelays = providers.DefaultRetryDelays
 	}
-	m.Accounts = &accounts.Service{Store: m.Store, Now: m.Now}
+	m.Accounts = &accounts.Service{Store: m.Store, Now: m.Now, MaxKeys: m.Config.AccountMaxKeys}
 	if err := m.openBYOM(); err != nil {
 		return err
 	}
@@ -326,8 +326,9 @@ func (m *Main) listen(ctx context.Context) error {
 	api := &handlers.Server{
 		Auth: m.Accounts, Queries: m.Queries, Control: m.Queries, Events: m.Store, Files: m.Files, Catalog: m.Catalog, Custom: m.BYOM,
 		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat, Stopping: m.stopping.Load,
-		MaxStreams: m.Config.SSEMaxStreams, MaxStreamsPerKey: m.Config.SSEMaxStreamsPerKey,
-		UploadIdle: m.Config.HTTP.ReadTimeout,
+		MaxStreams: m.Config.SSEMaxStreams, MaxStreamsPerKey: m.Config.SSEMaxStreamsPerKey, MaxStreamsPerAccount: m.Config.SSEMaxStreamsPerAccount,
+		MaxBodiesPerAccount: m.Config.HTTP.MaxBodiesPerAccount,
+		UploadIdle:          m.Config.HTTP.ReadTimeout,
 	}
 	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, BYOM: m.BYOM, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
 	m.public, m.publicLn = handlers.NewServer(m.publicLn, api.Handler(), m.Config.HTTP, docs, ctx)

@@ -301,6 +301,7 @@ func TestClusterReadsAnAcceptedQueryAtOnce(t *testing.T) {
 	cl := startCluster(t)
 	h := newHarness(t, withRole(RoleAPI), withConfig(func(c *config.Config) {
 		c.NATSURL, c.Replicas = cl.url(), 3
+		c.AccountMaxKeys = 40
 	}))
 	startProcess(t, h, RoleWorker)
 	acct := h.accountWith("pro", 10000)

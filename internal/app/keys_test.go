@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
 )
 
@@ -128,4 +129,30 @@ func TestQueryBelongsToItsAccount(t *testing.T) {
 		r := h.api("GET", "/v1/queries/"+id, mine, nil)
 		must(t, r.status == 404 && r.errCode(t) == "not_found", "unknown id %q: %d %s", id, r.status, r.body)
 	}
+}
+
+// TestKeysPerAccountAreBounded: an account has at most
+// CROSSCHECK_ACCOUNT_MAX_KEYS keys that are not revoked, since every
+// per-key bound (streams, bodies, queries in flight) is multiplied by its
+// keys; the next is a 400 that says what to do, and a revoked key makes
+// room.
+func TestKeysPerAccountAreBounded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, withConfig(func(c *config.Config) { c.AccountMaxKeys = 2 }))
+	acct := h.account()
+	first := h.key(acct)
+	h.key(acct)
+	create := func() response {
+		return h.admin("POST", "/admin/v1/accounts/"+acct+"/keys", map[string]any{"name": "one more", "accept_aup": true})
+	}
+	r := create()
+	must(t, r.status == 400 && r.errCode(t) == "invalid_request", "a third key: %d %s", r.status, r.body)
+	msg := r.json(t)["error"].(map[string]any)["message"].(string)
+	must(t, strings.Contains(msg, "2 keys") && strings.Contains(msg, "revoke"), "message %q", msg)
+	// Another account is not concerned.
+	h.key(h.account())
+	r = h.admin("POST", "/admin/v1/keys/"+first[5:13]+"/revoke", nil)
+	must(t, r.status == 200, "revoke: %d %s", r.status, r.body)
+	r = create()
+	must(t, r.status == 201, "a key after one was revoked: %d %s", r.status, r.body)
 }

@@ -57,6 +57,14 @@ type Config struct {
 	// server (1,000 by default, shared by every process), so the sum over
 	// the API processes must stay well below that.
 	SSEMaxStreams, SSEMaxStreamsPerKey int
+	// SSEMaxStreamsPerAccount bounds the open event streams (and chat
+	// completions) of all the keys of one account in one API process; it is
+	// below SSEMaxStreams (a quarter of it when not set), and zero (no
+	// bound) only when SSEMaxStreams is.
+	SSEMaxStreamsPerAccount int
+	// AccountMaxKeys bounds the API keys of one account that are not
+	// revoked: every per-key bound is multiplied by it.
+	AccountMaxKeys int
 	// FilesMaxAccountMB bounds the MiB of an account's live files (uploaded,
 	// neither deleted nor expired); zero is no bound.
 	FilesMaxAccountMB int
@@ -92,17 +100,34 @@ type HTTPLimits struct {
 	// of a response (an event stream extends it at each write), IdleTimeout
 	// how long a keep-alive connection waits for its next request.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxBodiesPerAccount bounds the request bodies being read at a time
+	// for the keys of one account (the query and chat endpoints of the
+	// public API); zero is no bound.
+	MaxBodiesPerAccount int
 }
 
 // MinAdminTokenLen is the shortest admin token accepted.
 const MinAdminTokenLen = 16
 
-// CheckAdminToken returns an error for an admin token that is too short to
-// resist guessing or that still holds the example secret file's placeholder
-// text. The error never contains the token.
+// MinAdminTokenDistinct is the fewest distinct characters an admin token
+// holds: 16 of one character are as long as a random token and guessed at
+// once. A random hex token of 16 characters has fewer than 6 distinct ones
+// about once in 20,000; of 64 (openssl rand -hex 32), never.
+const MinAdminTokenDistinct = 6
+
+// CheckAdminToken returns an error for an admin token that is too short or
+// too repetitive to resist guessing, or that still holds the example
+// secret file's placeholder text. The error never contains the token.
 func CheckAdminToken(token string) error {
 	if len(token) < MinAdminTokenLen {
 		return fmt.Errorf("CROSSCHECK_ADMIN_TOKEN is %d characters; it must be at least %d (for example: openssl rand -hex 32)", len(token), MinAdminTokenLen)
+	}
+	distinct := map[rune]bool{}
+	for _, c := range token {
+		distinct[c] = true
+	}
+	if len(distinct) < MinAdminTokenDistinct {
+		return fmt.Errorf("CROSSCHECK_ADMIN_TOKEN holds %d distinct characters; it must hold at least %d: set a random token (for example: openssl rand -hex 32)", len(distinct), MinAdminTokenDistinct)
 	}
 	if strings.ContainsAny(token, " \t\r\n") || strings.Contains(strings.ToLower(token), "replace with") {
 		return errors.New("CROSSCHECK_ADMIN_TOKEN holds white space or the example's placeholder text; set a random token (for example: openssl rand -hex 32)")
@@ -138,7 +163,11 @@ func Defaults() Config {
 		SSEHeartbeat:        15 * time.Second,
 		SSEMaxStreams:       256,
 		SSEMaxStreamsPerKey: 16,
-		FilesMaxAccountMB:   2048,
+		// A quarter of the process's streams: one account never holds them
+		// all, whatever the number of its keys.
+		SSEMaxStreamsPerAccount: 64,
+		AccountMaxKeys:          16,
+		FilesMaxAccountMB:       2048,
 		HTTP: HTTPLimits{
 			MaxHeaderBytes:    32 << 10,
 			MaxConns:          4096,
@@ -147,6 +176,8 @@ func Defaults() Config {
 			ReadTimeout:       30 * time.Second,
 			WriteTimeout:      60 * time.Second,
 			IdleTimeout:       60 * time.Second,
+			// Four keys' worth (16 each): 16 MiB of bodies of 256 KiB.
+			MaxBodiesPerAccount: 64,
 		},
 		PrintFirstKey: true,
 	}
@@ -214,6 +245,9 @@ func FromEnv() (Config, error) {
 	integer("CROSSCHECK_HTTP_MAX_HEADER_BYTES", &c.HTTP.MaxHeaderBytes, 4096)
 	integer("CROSSCHECK_SSE_MAX_STREAMS", &c.SSEMaxStreams, 0)
 	integer("CROSSCHECK_SSE_MAX_STREAMS_PER_KEY", &c.SSEMaxStreamsPerKey, 0)
+	integer("CROSSCHECK_SSE_MAX_STREAMS_PER_ACCOUNT", &c.SSEMaxStreamsPerAccount, 0)
+	integer("CROSSCHECK_HTTP_MAX_BODIES_PER_ACCOUNT", &c.HTTP.MaxBodiesPerAccount, 0)
+	integer("CROSSCHECK_ACCOUNT_MAX_KEYS", &c.AccountMaxKeys, 1)
 	integer("CROSSCHECK_FILES_MAX_ACCOUNT_MB", &c.FilesMaxAccountMB, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS", &c.HTTP.MaxConns, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR", &c.HTTP.MaxConnsPerAddr, 0)
@@ -252,6 +286,14 @@ func FromEnv() (Config, error) {
 	}
 	if c.NATSURL == "" && c.NATSAuth != (NATSAuth{}) {
 		errs = append(errs, "CROSSCHECK_NATS_CREDS, _NKEY, _TOKEN and _TLS_* apply to CROSSCHECK_NATS_URL, which is not set")
+	}
+	if c.SSEMaxStreams > 0 && (c.SSEMaxStreamsPerAccount == 0 || c.SSEMaxStreamsPerAccount >= c.SSEMaxStreams) {
+		if os.Getenv("CROSSCHECK_SSE_MAX_STREAMS_PER_ACCOUNT") == "" {
+			// The default, under a lower process bound: a quarter of it.
+			c.SSEMaxStreamsPerAccount = max(1, c.SSEMaxStreams/4)
+		} else {
+			errs = append(errs, fmt.Sprintf("CROSSCHECK_SSE_MAX_STREAMS_PER_ACCOUNT (%d) must be between 1 and CROSSCHECK_SSE_MAX_STREAMS (%d) less one: one account must not hold every stream of the process", c.SSEMaxStreamsPerAccount, c.SSEMaxStreams))
+		}
 	}
 	if c.WorkerAckWait < time.Second {
 		errs = append(errs, "CROSSCHECK_WORKER_ACK_WAIT must be at least 1s")

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,9 @@ func TestAdminTokenRefused(t *testing.T) {
 		"one character": "x",
 		"15 characters": "abcdefghijklmno",
 		"placeholder":   "replace with: openssl rand -hex 32",
+		// Long enough, but one character 16 times: guessed at once.
+		"one repeated character": "aaaaaaaaaaaaaaaa",
+		"two characters":         "abababababababababababababababab",
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv("CROSSCHECK_ADMIN_TOKEN", token)
@@ -50,5 +54,45 @@ func TestHTTPLimitsFromEnv(t *testing.T) {
 	t.Setenv("CROSSCHECK_HTTP_READ_TIMEOUT", "0s")
 	if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), "CROSSCHECK_HTTP_READ_TIMEOUT") {
 		t.Fatalf("a zero read timeout: err = %v", err)
+	}
+}
+
+// TestAccountBoundsFromEnv: the per-account bounds are settings with
+// defaults below the process's own bounds, and a per-account stream bound
+// that would let one account hold every stream of the process stops the
+// start.
+func TestAccountBoundsFromEnv(t *testing.T) {
+	d := Defaults()
+	if d.SSEMaxStreamsPerAccount <= 0 || d.SSEMaxStreamsPerAccount >= d.SSEMaxStreams || d.HTTP.MaxBodiesPerAccount <= 0 || d.AccountMaxKeys <= 0 {
+		t.Fatalf("defaults: %d streams per account of %d, %d bodies per account, %d keys per account",
+			d.SSEMaxStreamsPerAccount, d.SSEMaxStreams, d.HTTP.MaxBodiesPerAccount, d.AccountMaxKeys)
+	}
+	t.Setenv("CROSSCHECK_SSE_MAX_STREAMS_PER_ACCOUNT", "32")
+	t.Setenv("CROSSCHECK_HTTP_MAX_BODIES_PER_ACCOUNT", "48")
+	t.Setenv("CROSSCHECK_ACCOUNT_MAX_KEYS", "5")
+	c, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SSEMaxStreamsPerAccount != 32 || c.HTTP.MaxBodiesPerAccount != 48 || c.AccountMaxKeys != 5 {
+		t.Fatalf("got %d, %d, %d; want 32, 48, 5", c.SSEMaxStreamsPerAccount, c.HTTP.MaxBodiesPerAccount, c.AccountMaxKeys)
+	}
+	// Under a lower process bound, the default is a quarter of it.
+	t.Setenv("CROSSCHECK_SSE_MAX_STREAMS", "20")
+	os.Unsetenv("CROSSCHECK_SSE_MAX_STREAMS_PER_ACCOUNT")
+	if c, err := FromEnv(); err != nil || c.SSEMaxStreamsPerAccount != 5 {
+		t.Fatalf("20 streams a process: %d per account, %v; want 5", c.SSEMaxStreamsPerAccount, err)
+	}
+	for name, env := range map[string][2]string{
+		"every stream":  {"CROSSCHECK_SSE_MAX_STREAMS_PER_ACCOUNT", "20"},
+		"no key at all": {"CROSSCHECK_ACCOUNT_MAX_KEYS", "0"},
+		"no bodies":     {"CROSSCHECK_HTTP_MAX_BODIES_PER_ACCOUNT", "-1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(env[0], env[1])
+			if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), env[0]) {
+				t.Fatalf("%s=%s: err = %v", env[0], env[1], err)
+			}
+		})
 	}
 }

@@ -56,9 +56,15 @@ type Server struct {
 	DocsURL string
 	// Heartbeat is the interval of SSE heartbeat comments.
 	Heartbeat time.Duration
-	// MaxStreams bounds the open event streams of the server, and
-	// MaxStreamsPerKey those of one API key; zero is no bound.
-	MaxStreams, MaxStreamsPerKey int
+	// MaxStreams bounds the open event streams of the server (chat
+	// completions following their query among them), MaxStreamsPerKey those
+	// of one API key, and MaxStreamsPerAccount those of all the keys of one
+	// account; zero is no bound.
+	MaxStreams, MaxStreamsPerKey, MaxStreamsPerAccount int
+	// MaxBodiesPerAccount bounds the request bodies being read at a time
+	// for the keys of one account, on the query and chat endpoints
+	// together; zero is no bound.
+	MaxBodiesPerAccount int
 	// Ready reports whether the service can take requests.
 	Ready func(ctx context.Context) error
 	// Stopping, when set, reports that the process is shutting down: it is
@@ -236,10 +242,11 @@ func (s *Server) readQuery(w http.ResponseWriter, r *http.Request) ([]byte, erro
 }
 
 // readingBody takes one of the caller's MaxBodiesPerKey slots of bodies
-// being read, and returns the function that gives it back; a key holding
-// them all is refused at once (429), its connection closed unread.
+// being read (and of its account's MaxBodiesPerAccount), and returns the
+// function that gives it back; a key or an account holding them all is
+// refused at once (429), its connection closed unread.
 func (s *Server) readingBody(w http.ResponseWriter, r *http.Request) (done func(), err error) {
-	done, e := s.bodies.take(caller(r).Fingerprint, 0, MaxBodiesPerKey)
+	done, e := s.bodies.take(caller(r), slotBounds{perKey: MaxBodiesPerKey, perAccount: s.MaxBodiesPerAccount})
 	if e != nil {
 		closeUnread(w, r)
 		return nil, e

@@ -54,11 +54,13 @@ func (s *Server) chatAuth(next http.Handler) http.Handler {
 
 // Bounds of the chat request bodies over smallChatBody a process reads and
 // holds at a time (with their decoding and inline files, until the query is
-// submitted), in all and per API key: the door takes bodies of up to 8 MiB.
+// submitted), in all, per API key and per account (half of the process's,
+// whatever the number of its keys): the door takes bodies of up to 8 MiB.
 // Other bodies are at most smallChatBody, as a query's.
 const (
-	MaxLargeChatBodies       = 8
-	MaxLargeChatBodiesPerKey = 2
+	MaxLargeChatBodies           = 8
+	MaxLargeChatBodiesPerKey     = 2
+	MaxLargeChatBodiesPerAccount = MaxLargeChatBodies / 2
 )
 
 // MaxBodiesPerKey bounds the request bodies of one API key being read at a
@@ -78,7 +80,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := caller(r)
-	body, held, err := s.readChatBody(w, r, c.Fingerprint)
+	body, held, err := s.readChatBody(w, r, c)
 	defer held()
 	if err != nil {
 		closeUnread(w, r)
@@ -101,11 +103,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if vals, ok := r.Header["Idempotency-Key"]; ok {
 		key, hasKey = vals[0], true
 	}
-	if e := s.streams.acquire(c.Fingerprint, s.MaxStreams, s.MaxStreamsPerKey); e != nil {
+	if e := s.streams.acquire(c, s.streamBounds()); e != nil {
 		s.chatError(w, r, e, "")
 		return
 	}
-	defer s.streams.release(c.Fingerprint)
+	defer s.streams.release(c)
 	files := append([]string(nil), req.Files...)
 	var inline []string
 	for _, f := range req.Inline {
@@ -161,11 +163,12 @@ const smallChatBody = queries.MaxBodyBytes
 
 // readChatBody reads r's body, at most chat.MaxBodyBytes. A body over
 // smallChatBody is read on only with one of the process's large-body slots
-// (MaxLargeChatBodies, MaxLargeChatBodiesPerKey for the caller's key): none
-// free is 503 service_restarting, the key's taken 429 rate_limited. held
+// (MaxLargeChatBodies; MaxLargeChatBodiesPerKey for the caller's key,
+// MaxLargeChatBodiesPerAccount for its account): none free is 503
+// service_restarting, the key's or the account's taken 429 rate_limited. held
 // gives the slot back (it may be called more than once, and does nothing
 // for a small body). A failure is the refusal to write.
-func (s *Server) readChatBody(w http.ResponseWriter, r *http.Request, key string) (body []byte, held func(), err error) {
+func (s *Server) readChatBody(w http.ResponseWriter, r *http.Request, c accounts.Caller) (body []byte, held func(), err error) {
 	held = func() {}
 	done, err := s.readingBody(w, r)
 	if err != nil {
@@ -175,7 +178,7 @@ func (s *Server) readChatBody(w http.ResponseWriter, r *http.Request, key string
 	limited := http.MaxBytesReader(w, r.Body, chat.MaxBodyBytes)
 	body, err = io.ReadAll(io.LimitReader(limited, smallChatBody+1))
 	if err == nil && len(body) > smallChatBody {
-		release, e := s.largeBodies.take(key, MaxLargeChatBodies, MaxLargeChatBodiesPerKey)
+		release, e := s.largeBodies.take(c, slotBounds{max: MaxLargeChatBodies, perKey: MaxLargeChatBodiesPerKey, perAccount: MaxLargeChatBodiesPerAccount})
 		if e != nil {
 			return nil, held, e
 		}

@@ -48,6 +48,10 @@ const (
 	// that one key holds at most half of a process's upload slots
 	// (files.DefaultMaxParallel).
 	MaxUploadsPerKey = 2
+	// MaxUploadsPerAccount bounds the uploads the keys of one account have
+	// in progress together: half of a process's upload slots, whatever the
+	// number of its keys.
+	MaxUploadsPerAccount = files.DefaultMaxParallel / 2
 	// maxPreambleBytes bounds what an upload sends before its file's
 	// content: the fields and every part's headers (Go's multipart reader
 	// would buffer up to 10 MB of one part's headers).
@@ -93,13 +97,13 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, apperr.New(apperr.InvalidRequest, "upload a file as multipart/form-data with the part file"), "")
 		return
 	}
-	key := caller(r).Fingerprint
-	if e := s.uploads.acquire(key, 0, MaxUploadsPerKey); e != nil {
+	c := caller(r)
+	if e := s.uploads.acquire(c, slotBounds{perKey: MaxUploadsPerKey, perAccount: MaxUploadsPerAccount}); e != nil {
 		closeUnread(w, r)
 		s.writeError(w, r, e, "")
 		return
 	}
-	defer s.uploads.release(key)
+	defer s.uploads.release(c)
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Now().Add(uploadTimeout))
 	body := &uploadBody{r: http.MaxBytesReader(w, r.Body, files.MaxUploadBytes), rc: rc,

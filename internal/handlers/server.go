@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/crosscheck/crosscheck/internal/accounts"
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/netlimit"
@@ -184,6 +185,11 @@ func (d *deadlineWriter) Flush() {
 // Unwrap returns the underlying writer, for http.ResponseController.
 func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 
+// streamBounds are the bounds of the event streams and chat completions.
+func (s *Server) streamBounds() slotBounds {
+	return slotBounds{max: s.MaxStreams, perKey: s.MaxStreamsPerKey, perAccount: s.MaxStreamsPerAccount}
+}
+
 // streamWindow is how long an event stream may go without a write getting
 // through: two heartbeats and some slack.
 func (s *Server) streamWindow() time.Duration { return 2*s.heartbeat() + 10*time.Second }
@@ -201,71 +207,87 @@ func closeUnread(w http.ResponseWriter, r *http.Request) {
 }
 
 // keySlots counts what a process holds open of one kind (event streams,
-// uploads in progress), in all and per API key.
+// uploads in progress), in all, per API key and per account.
 type keySlots struct {
 	// what names the kind in refusals; hint says what the client can do.
 	what, hint string
 
-	mu     sync.Mutex
-	total  int
-	perKey map[string]int
+	mu         sync.Mutex
+	total      int
+	perKey     map[string]int
+	perAccount map[string]int
 }
 
-// acquire takes a slot for key, or returns the refusal: rate_limited when
-// key holds perKey slots, service_restarting when the process holds max.
-// A bound of zero is no bound. A taken slot is given back by release.
-func (sl *keySlots) acquire(key string, max, perKey int) *apperr.Error {
+// slotBounds are the bounds of one kind of slot: in the process, per API
+// key and per account (the sum over its keys). A bound of zero is no bound.
+type slotBounds struct {
+	max, perKey, perAccount int
+}
+
+// acquire takes a slot for c, or returns the refusal: rate_limited when
+// c's key holds b.perKey slots or its account b.perAccount,
+// service_restarting when the process holds b.max. A taken slot is given
+// back by release.
+func (sl *keySlots) acquire(c accounts.Caller, b slotBounds) *apperr.Error {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	if perKey > 0 && sl.perKey[key] >= perKey {
+	if b.perKey > 0 && sl.perKey[c.Fingerprint] >= b.perKey {
 		return &apperr.Error{Code: apperr.RateLimited, RetryAfter: 5,
-			Message: fmt.Sprintf("this API key holds its maximum of %d %s; %s", perKey, sl.what, sl.hint)}
+			Message: fmt.Sprintf("this API key holds its maximum of %d %s; %s", b.perKey, sl.what, sl.hint)}
 	}
-	if max > 0 && sl.total >= max {
+	if b.perAccount > 0 && sl.perAccount[c.AccountID] >= b.perAccount {
+		return &apperr.Error{Code: apperr.RateLimited, RetryAfter: 5,
+			Message: fmt.Sprintf("the API keys of this account hold its maximum of %d %s on this server; %s", b.perAccount, sl.what, sl.hint)}
+	}
+	if b.max > 0 && sl.total >= b.max {
 		return &apperr.Error{Code: apperr.ServiceRestarting, RetryAfter: 1,
-			Message: fmt.Sprintf("this server holds its maximum of %d %s; retry shortly", max, sl.what)}
+			Message: fmt.Sprintf("this server holds its maximum of %d %s; retry shortly", b.max, sl.what)}
 	}
 	if sl.perKey == nil {
-		sl.perKey = map[string]int{}
+		sl.perKey, sl.perAccount = map[string]int{}, map[string]int{}
 	}
 	sl.total++
-	sl.perKey[key]++
+	sl.perKey[c.Fingerprint]++
+	sl.perAccount[c.AccountID]++
 	return nil
 }
 
 // take is acquire returning the function that gives the slot back, which
 // may be called more than once.
-func (sl *keySlots) take(key string, max, perKey int) (release func(), refused *apperr.Error) {
-	if e := sl.acquire(key, max, perKey); e != nil {
+func (sl *keySlots) take(c accounts.Caller, b slotBounds) (release func(), refused *apperr.Error) {
+	if e := sl.acquire(c, b); e != nil {
 		return nil, e
 	}
 	var once sync.Once
-	return func() { once.Do(func() { sl.release(key) }) }, nil
+	return func() { once.Do(func() { sl.release(c) }) }, nil
 }
 
-func (sl *keySlots) release(key string) {
+func (sl *keySlots) release(c accounts.Caller) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	sl.total--
-	if sl.perKey[key]--; sl.perKey[key] <= 0 {
-		delete(sl.perKey, key)
+	if sl.perKey[c.Fingerprint]--; sl.perKey[c.Fingerprint] <= 0 {
+		delete(sl.perKey, c.Fingerprint)
+	}
+	if sl.perAccount[c.AccountID]--; sl.perAccount[c.AccountID] <= 0 {
+		delete(sl.perAccount, c.AccountID)
 	}
 }
 
 // boundStreams holds each event stream to the process's bounds, before the
-// stream sends anything: at most MaxStreamsPerKey open streams per API key,
-// refused with 429 rate_limited, and at most MaxStreams in all, refused with
-// 503 service_restarting. Each open stream holds one of the event stream's
-// consumers on the NATS server, which are shared by every process and
-// tenant.
+// stream sends anything: at most MaxStreamsPerKey open streams per API key
+// and MaxStreamsPerAccount per account, refused with 429 rate_limited, and
+// at most MaxStreams in all, refused with 503 service_restarting. Each open
+// stream holds one of the event stream's consumers on the NATS server,
+// which are shared by every process and tenant.
 func (s *Server) boundStreams(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := caller(r).Fingerprint
-		if e := s.streams.acquire(key, s.MaxStreams, s.MaxStreamsPerKey); e != nil {
+		c := caller(r)
+		if e := s.streams.acquire(c, s.streamBounds()); e != nil {
 			s.writeError(w, r, e, "")
 			return
 		}
-		defer s.streams.release(key)
+		defer s.streams.release(c)
 		defer streamOpened()()
 		next.ServeHTTP(w, r)
 	})
