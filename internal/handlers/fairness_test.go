@@ -189,12 +189,13 @@ func TestStreamsAreBoundedPerAccount(t *testing.T) {
 // most MaxBodiesPerAccount request bodies being read at a time; the next is
 // refused at once, and another account's request is read.
 func TestBodiesBeingReadAreBoundedPerAccount(t *testing.T) {
-	base := doors(t, &Server{MaxBodiesPerAccount: 6})
+	s := &Server{MaxBodiesPerAccount: 6}
+	base := doors(t, s)
 	var held []net.Conn
 	for i := range 6 {
 		held = append(held, stalled(t, base, "POST", "/v1/queries", fmt.Sprintf("acctA/k%d", i%3), "application/json", 200000, "{"))
 	}
-	time.Sleep(200 * time.Millisecond) // the stalled bodies are being read
+	waitHeld(t, &s.bodies, 6)
 	if st, code := answerOf(stalled(t, base, "POST", "/v1/estimate-cost", "acctA/k9", "application/json", 200000, "{"), 3*time.Second); st != 429 || code != "rate_limited" {
 		t.Fatalf("a body past the account's bound: %d %s; want 429 rate_limited", st, code)
 	}
@@ -211,13 +212,15 @@ func TestBodiesBeingReadAreBoundedPerAccount(t *testing.T) {
 // TestLargeChatBodiesAreBoundedPerAccount: the keys of one account hold at
 // most MaxLargeChatBodiesPerAccount of the process's large chat bodies.
 func TestLargeChatBodiesAreBoundedPerAccount(t *testing.T) {
-	base := doors(t, &Server{})
+	s := &Server{}
+	base := doors(t, s)
 	start := func(bearer string) net.Conn {
 		return stalled(t, base, "POST", "/v1/chat/completions", bearer, "application/json", 8000000, strings.Repeat(" ", 300<<10))
 	}
 	for i := range MaxLargeChatBodiesPerAccount {
 		start(fmt.Sprintf("acctA/k%d", i))
 	}
+	waitHeld(t, &s.largeBodies, MaxLargeChatBodiesPerAccount)
 	// Each key holds one: only the account's bound refuses the next.
 	if st, code := answerOf(start("acctA/k99"), 3*time.Second); st != 429 || code != "rate_limited" {
 		t.Fatalf("a large body past the account's bound: %d %s; want 429 rate_limited", st, code)
@@ -231,7 +234,8 @@ func TestLargeChatBodiesAreBoundedPerAccount(t *testing.T) {
 // MaxUploadsPerAccount uploads in progress. Before, two keys held every one
 // of the process's 4 upload slots.
 func TestUploadsAreBoundedPerAccount(t *testing.T) {
-	base := doors(t, &Server{})
+	s := &Server{}
+	base := doors(t, s)
 	const boundary = "b0undary"
 	head := "--" + boundary + "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.py\"\r\n\r\nx = 1\n"
 	start := func(bearer string) net.Conn {
@@ -240,10 +244,27 @@ func TestUploadsAreBoundedPerAccount(t *testing.T) {
 	for i := range MaxUploadsPerAccount {
 		start(fmt.Sprintf("acctA/k%d", i))
 	}
+	waitHeld(t, &s.uploads, MaxUploadsPerAccount)
 	if st, code := answerOf(start("acctA/k99"), 3*time.Second); st != 429 || code != "rate_limited" {
 		t.Fatalf("an upload past the account's bound: %d %s; want 429 rate_limited", st, code)
 	}
 	if st, _ := answerOf(start("acctB/b1"), time.Second); st != 0 {
 		t.Fatalf("another account's upload was answered %d before it arrived", st)
+	}
+}
+
+// waitHeld waits until sl holds n slots.
+func waitHeld(t *testing.T, sl *keySlots, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		sl.mu.Lock()
+		held := sl.total
+		sl.mu.Unlock()
+		if held == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d held, want %d", sl.what, held, n)
+		}
 	}
 }
