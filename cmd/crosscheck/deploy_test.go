@@ -157,7 +157,7 @@ services:
       CROSSCHECK_HTTP_ADDR: 0.0.0.0:8080
       CROSSCHECK_ADMIN_ADDR: 0.0.0.0:8081
     ports: ["8080:8080", "127.0.0.1:8081:8081"]
-    healthcheck: {test: ["CMD", "wget", "-q", "http://127.0.0.1:8080/readyz"]}
+    healthcheck: {test: ["CMD", "wget", "-q", "http://127.0.0.1:8081/readyz"]}
     stop_grace_period: 30s
   worker:
     image: crosscheck:local
@@ -166,7 +166,8 @@ services:
       - CROSSCHECK_NATS_URL=nats://nats-1:4222,nats://nats-2:4222,nats://nats-3:4222
       - CROSSCHECK_REPLICAS=3
       - CROSSCHECK_HTTP_ADDR=0.0.0.0:8080
-    healthcheck: {test: ["CMD", "wget", "-q", "http://127.0.0.1:8080/readyz"]}
+      - CROSSCHECK_ADMIN_ADDR=0.0.0.0:8081
+    healthcheck: {test: ["CMD", "wget", "-q", "http://127.0.0.1:8081/readyz"]}
     stop_grace_period: 30s
 `
 	const deployment = `
@@ -181,14 +182,15 @@ spec:
         - name: worker
           image: registry.example.com/crosscheck:1.0.0
           args: ["worker"]
-          ports: [{name: http, containerPort: 8080}]
+          ports: [{name: http, containerPort: 8080}, {name: admin, containerPort: 8081}]
           env:
             - {name: CROSSCHECK_NATS_URL, value: "nats://nats-0.nats-headless:4222,nats://nats-1.nats-headless:4222,nats://nats-2.nats-headless:4222"}
             - {name: CROSSCHECK_REPLICAS, value: "3"}
             - {name: CROSSCHECK_HTTP_ADDR, value: "0.0.0.0:8080"}
+            - {name: CROSSCHECK_ADMIN_ADDR, value: "0.0.0.0:8081"}
             - {name: CROSSCHECK_SHUTDOWN_GRACE, value: 30s}
-          readinessProbe: {httpGet: {path: /readyz, port: http}}
-          livenessProbe: {httpGet: {path: /healthz, port: http}}
+          readinessProbe: {httpGet: {path: /readyz, port: admin}}
+          livenessProbe: {httpGet: {path: /healthz, port: admin}}
 `
 	const dockerfile = "FROM golang:1.26 AS build\nRUN CGO_ENABLED=0 go build -o /crosscheck ./cmd/crosscheck\n" +
 		"FROM alpine:3.22\nCOPY --from=build /crosscheck /crosscheck\nENV CROSSCHECK_DATA_DIR=/data \\\n    CROSSCHECK_HTTP_ADDR=0.0.0.0:8080\n" +
@@ -225,6 +227,9 @@ spec:
 		{"grace longer than the pod's", "deployment", "value: 30s}", "value: 90s}", "terminationGracePeriodSeconds"},
 		{"no replicas", "deployment", "            - {name: CROSSCHECK_REPLICAS, value: \"3\"}\n", "", "CROSSCHECK_REPLICAS"},
 		{"readiness on the wrong path", "deployment", "path: /readyz", "path: /ready", "readinessProbe"},
+		// A flood of connections to the public port fails probes there.
+		{"liveness on the public port", "deployment", "path: /healthz, port: admin", "path: /healthz, port: http", "livenessProbe"},
+		{"health check on the public port", "compose", "http://127.0.0.1:8081/readyz\"]}\n    stop_grace_period: 30s\n  worker", "http://127.0.0.1:8080/readyz\"]}\n    stop_grace_period: 30s\n  worker", "health check"},
 		{"misspelt setting", "dockerfile", "CROSSCHECK_HTTP_ADDR=0.0.0.0:8080", "CROSSCHECK_HTTPADDR=0.0.0.0:8080", "CROSSCHECK_HTTPADDR is not a setting"},
 		{"unknown command", "dockerfile", `CMD ["serve"]`, `CMD ["server"]`, `"server"`},
 		{"root", "dockerfile", "USER 10001:10001", "USER root", "USER"},
@@ -544,11 +549,12 @@ func (c *deployChecker) checkCompose(where string, raw []byte, base *deployCompo
 				f.natsHosts = hosts
 			}
 		}
-		// Health checks go to the public address: /readyz.
-		_, httpPort, _ := net.SplitHostPort(cmp.Or(env["CROSSCHECK_HTTP_ADDR"], config.Defaults().HTTPAddr))
+		// Health checks go to the admin address, which a flood of
+		// connections to the public one does not reach: /readyz.
+		_, probePort, _ := net.SplitHostPort(cmp.Or(env["CROSSCHECK_ADMIN_ADDR"], config.Defaults().AdminAddr))
 		test := strings.Join(deployStrings(s.Healthcheck["test"]), " ")
-		if !strings.Contains(test, ":"+httpPort+"/readyz") && !strings.Contains(test, ":"+httpPort+"/healthz") {
-			c.addf("%s: no health check on /readyz of port %s (CROSSCHECK_HTTP_ADDR)", p.where, httpPort)
+		if !strings.Contains(test, ":"+probePort+"/readyz") && !strings.Contains(test, ":"+probePort+"/healthz") {
+			c.addf("%s: no health check on /readyz of port %s (CROSSCHECK_ADMIN_ADDR)", p.where, probePort)
 		}
 		// The admin API is published on the loopback only.
 		if args := p.args; len(args) > 0 && args[0] != app.RoleWorker {
@@ -648,8 +654,9 @@ func (c *deployChecker) checkKubernetes(where string, docs []*yaml.Node) {
 				continue
 			}
 			// Probes: readiness on /readyz, liveness on /healthz, both on the
-			// port of CROSSCHECK_HTTP_ADDR.
-			_, httpPort, _ := net.SplitHostPort(cmp.Or(env["CROSSCHECK_HTTP_ADDR"], config.Defaults().HTTPAddr))
+			// port of CROSSCHECK_ADMIN_ADDR: a flood of connections to the
+			// public port must not restart the pod.
+			_, probePort, _ := net.SplitHostPort(cmp.Or(env["CROSSCHECK_ADMIN_ADDR"], config.Defaults().AdminAddr))
 			ports := map[string]string{}
 			for _, cp := range deployList(ctr, "ports") {
 				cp, _ := cp.(map[string]any)
@@ -665,8 +672,8 @@ func (c *deployChecker) checkKubernetes(where string, docs []*yaml.Node) {
 				if named, ok := ports[port]; ok {
 					port = named
 				}
-				if get["path"] != path || port != httpPort {
-					c.addf("%s: %s is %v on port %s; want %s on %s (CROSSCHECK_HTTP_ADDR)", p.where, probe, get["path"], port, path, httpPort)
+				if get["path"] != path || port != probePort {
+					c.addf("%s: %s is %v on port %s; want %s on %s (CROSSCHECK_ADMIN_ADDR)", p.where, probe, get["path"], port, path, probePort)
 				}
 			}
 		}

@@ -309,7 +309,7 @@ func (m *Main) listen(ctx context.Context) error {
 			}
 		})
 		if m.adminLn != nil {
-			m.admin, m.adminLn = handlers.NewServer(m.adminLn, handlers.MetricsHandler(), m.Config.HTTP, m.Config.DocsURL, ctx)
+			m.admin, m.adminLn = handlers.NewServer(m.adminLn, health.MetricsHandler(), m.Config.HTTP, m.Config.DocsURL, ctx)
 			m.wg.Go(func() {
 				if err := m.admin.Serve(m.adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					m.Log.Error().Err(err).Msg("metrics server stopped")
@@ -330,7 +330,8 @@ func (m *Main) listen(ctx context.Context) error {
 		MaxBodiesPerAccount: m.Config.HTTP.MaxBodiesPerAccount,
 		UploadIdle:          m.Config.HTTP.ReadTimeout,
 	}
-	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, BYOM: m.BYOM, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
+	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, BYOM: m.BYOM, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs,
+		Ready: m.ready, Stopping: m.stopping.Load}
 	m.public, m.publicLn = handlers.NewServer(m.publicLn, api.Handler(), m.Config.HTTP, docs, ctx)
 	m.admin, m.adminLn = handlers.NewServer(m.adminLn, adm.Handler(), m.Config.HTTP, docs, ctx)
 	for srv, ln := range map[*http.Server]net.Listener{m.public: m.publicLn, m.admin: m.adminLn} {

@@ -47,18 +47,21 @@ type Admin struct {
 	Token   string
 	Log     zerolog.Logger
 	DocsURL string
+	// Ready and Stopping are the process's readiness, as the public API's
+	// (Server.Ready, Server.Stopping): /readyz answers here too.
+	Ready    func(ctx context.Context) error
+	Stopping func() bool
 }
 
 // Handler returns the admin API's router.
 func (a *Admin) Handler() http.Handler {
-	s := &Server{DocsURL: a.DocsURL}
+	s := &Server{DocsURL: a.DocsURL, Ready: a.Ready, Stopping: a.Stopping}
 	r := chi.NewRouter()
 	r.Use(observed)
 	r.Use(accessLog(a.Log.With().Str("api", "admin").Logger()))
 	r.Use(recoverer)
-	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	r.Get("/healthz", healthz)
+	r.Get("/readyz", s.readyz)
 	r.Get("/metrics", s.scrape)
 	r.Route("/admin/v1", func(r chi.Router) {
 		r.Use(func(next http.Handler) http.Handler {

@@ -121,13 +121,13 @@ func streamOpened() (closed func()) {
 	return sseOpen.Dec
 }
 
-// MetricsHandler serves /metrics and /healthz: the admin address of a
-// process that runs no admin API (a worker).
-func MetricsHandler() http.Handler {
-	s := &Server{}
+// MetricsHandler serves /metrics, /healthz and /readyz (s's readiness):
+// the admin address of a process that runs no admin API (a worker).
+func (s *Server) MetricsHandler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(recoverer)
 	r.Get("/healthz", healthz)
+	r.Get("/readyz", s.readyz)
 	r.Get("/metrics", s.scrape)
 	r.NotFound(s.noRoute)
 	r.MethodNotAllowed(s.noMethod)
