@@ -34,6 +34,10 @@ var (
 		Name: "crosscheck_http_requests_in_flight",
 		Help: "HTTP requests being served now.",
 	})
+	crowdedClosed = metrics.With().NewCounter(prometheus.CounterOpts{
+		Name: "crosscheck_http_crowded_closed_total",
+		Help: "Connections waiting for a request (idle keep-alive, or new without a whole first request) closed because a server held 80% of its connections when another arrived.",
+	})
 	sseOpen = metrics.With().NewGauge(prometheus.GaugeOpts{
 		Name: "crosscheck_sse_streams_open",
 		Help: "Event streams (GET /v1/queries/{id}/stream) open now in this process.",

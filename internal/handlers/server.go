@@ -27,9 +27,16 @@ import (
 // header, headers over limits.MaxHeaderBytes, an unknown HTTP version) are
 // answered with the envelope too, code invalid_request, under Go's status.
 // Every request's context derives from ctx. docsURL is the base of the
-// envelopes' docs_url.
+// envelopes' docs_url. When a connection arrives while the server holds
+// netlimit.CrowdedPercent of limits.MaxConns, keep-alive connections
+// waiting for their next request (and connections that have not sent a
+// whole first request within firstRequestGrace) are closed to come back
+// under that mark, so that idle connections cannot keep new clients out for
+// the idle timeout.
 func NewServer(ln net.Listener, h http.Handler, limits config.HTTPLimits, docsURL string, ctx context.Context) (*http.Server, net.Listener) {
+	waiting := &waitingConns{}
 	srv := &http.Server{
+		ConnState:         waiting.track,
 		Handler:           h,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		MaxHeaderBytes:    limits.MaxHeaderBytes,
@@ -38,7 +45,7 @@ func NewServer(ln net.Listener, h http.Handler, limits config.HTTPLimits, docsUR
 		WriteTimeout:      limits.WriteTimeout,
 		IdleTimeout:       limits.IdleTimeout,
 	}
-	bounded := &netlimit.Listener{Listener: ln, MaxConns: limits.MaxConns, MaxPerAddr: limits.MaxConnsPerAddr, Refusal: func(r netlimit.Reason) []byte {
+	bounded := &netlimit.Listener{Listener: ln, MaxConns: limits.MaxConns, MaxPerAddr: limits.MaxConnsPerAddr, Crowded: waiting.close, Refusal: func(r netlimit.Reason) []byte {
 		if r == netlimit.TooManyFromAddr {
 			return rawError(&apperr.Error{Code: apperr.RateLimited, RetryAfter: 1,
 				Message: fmt.Sprintf("too many open connections from your address (at most %d); close idle ones or retry", limits.MaxConnsPerAddr)}, docsURL)
@@ -47,6 +54,71 @@ func NewServer(ln net.Listener, h http.Handler, limits config.HTTPLimits, docsUR
 			Message: fmt.Sprintf("this server holds its maximum of %d open connections; retry shortly", limits.MaxConns)}, docsURL)
 	}}
 	return srv, &envelopeListener{Listener: bounded, docsURL: docsURL}
+}
+
+// firstRequestGrace is how long a new connection may take to send its
+// first request's headers before a crowded server may close it (the read
+// header timeout bounds it otherwise).
+const firstRequestGrace = time.Second
+
+// waitingConns tracks the connections of a server that wait for a request:
+// idle keep-alive connections, and new ones that have sent no whole
+// request yet.
+type waitingConns struct {
+	mu    sync.Mutex
+	idle  map[net.Conn]struct{}
+	fresh map[net.Conn]time.Time
+}
+
+// track is the server's ConnState hook.
+func (wc *waitingConns) track(c net.Conn, st http.ConnState) {
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	if wc.idle == nil {
+		wc.idle, wc.fresh = map[net.Conn]struct{}{}, map[net.Conn]time.Time{}
+	}
+	delete(wc.idle, c)
+	delete(wc.fresh, c)
+	switch st {
+	case http.StateNew:
+		wc.fresh[c] = time.Now()
+	case http.StateIdle:
+		wc.idle[c] = struct{}{}
+	}
+}
+
+// close closes up to n waiting connections: idle ones first, then new ones
+// older than firstRequestGrace. A closed connection's slot is free on
+// return. A client whose idle connection is closed reconnects; HTTP
+// clients retry an idempotent request (or one with an Idempotency-Key)
+// that met a connection the server had closed.
+func (wc *waitingConns) close(n int) {
+	var closing []net.Conn
+	wc.mu.Lock()
+	for c := range wc.idle {
+		if len(closing) == n {
+			break
+		}
+		closing = append(closing, c)
+		delete(wc.idle, c)
+	}
+	old := time.Now().Add(-firstRequestGrace)
+	for c, since := range wc.fresh {
+		if len(closing) == n {
+			break
+		}
+		if since.Before(old) {
+			closing = append(closing, c)
+			delete(wc.fresh, c)
+		}
+	}
+	wc.mu.Unlock()
+	for _, c := range closing {
+		_ = c.Close()
+	}
+	if len(closing) > 0 {
+		crowdedClosed.Add(float64(len(closing)))
+	}
 }
 
 // rawError is a whole HTTP/1.1 response carrying e's envelope, closing the
