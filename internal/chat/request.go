@@ -58,6 +58,10 @@ const (
 	MaxParts = 64
 	// MaxTools bounds the tools of a request.
 	MaxTools = 128
+	// MaxToolsBytes bounds the tools of a request as sent: twice the 64 KB
+	// a query's tools may hold as compact JSON, for the wrapper of OpenAI's
+	// shape and the client's white space.
+	MaxToolsBytes = 128 << 10
 	// MaxInlineFiles bounds the files a request sends inline (image_url
 	// data URLs and file parts with file_data); a query attaches at most 5
 	// files in all.
@@ -140,17 +144,19 @@ type FunctionCall struct {
 // wire is the body as sent; unknown fields are ignored, as OpenAI's own
 // server ignores them.
 type wire struct {
-	Model         *string           `json:"model"`
-	Messages      []json.RawMessage `json:"messages"`
-	Stream        *bool             `json:"stream"`
+	Model *string `json:"model"`
+	// Messages and Tools are read element by element, within their bounds
+	// (boundedArray), before any element is decoded.
+	Messages      json.RawMessage `json:"messages"`
+	Stream        *bool           `json:"stream"`
 	StreamOptions *struct {
 		IncludeUsage *bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Tools               []json.RawMessage `json:"tools"`
-	ToolChoice          json.RawMessage   `json:"tool_choice"`
-	MaxCompletionTokens *int              `json:"max_completion_tokens"`
-	MaxTokens           *int              `json:"max_tokens"`
-	Temperature         *float64          `json:"temperature"`
+	Tools               json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	MaxTokens           *int            `json:"max_tokens"`
+	Temperature         *float64        `json:"temperature"`
 	// Fields of OpenAI's shape that would change the answer's shape: n
 	// (choices), logprobs, response_format (JSON). One answer in text is all
 	// a query makes, so anything else is refused, not ignored.
@@ -235,7 +241,18 @@ func Decode(body []byte) (Request, error) {
 		return Request{}, err
 	}
 	r.OneToolCall = w.ParallelToolCalls != nil && !*w.ParallelToolCalls
-	if err := r.decodeTools(w.Tools, w.ToolChoice); err != nil {
+	if len(w.Tools) > MaxToolsBytes {
+		return Request{}, invalid(apperr.InvalidRequest, "tools", "tools is %d bytes of JSON; at most %d (128 KiB)", len(w.Tools), MaxToolsBytes)
+	}
+	messages, err := boundedArray(w.Messages, MaxMessages, "messages", "messages must be a JSON array", "drop earlier turns")
+	if err != nil {
+		return Request{}, err
+	}
+	tools, err := boundedArray(w.Tools, MaxTools, "tools", "tools must be a JSON array", "offer fewer")
+	if err != nil {
+		return Request{}, err
+	}
+	if err := r.decodeTools(tools, w.ToolChoice); err != nil {
 		return Request{}, err
 	}
 	for _, p := range []struct {
@@ -263,10 +280,38 @@ func Decode(body []byte) (Request, error) {
 	if w.Crosscheck != nil {
 		r.Models, r.CustomModels = nonNull(w.Crosscheck.Models), nonNull(w.Crosscheck.CustomModels)
 	}
-	if err := r.decodeMessages(w.Messages); err != nil {
+	if err := r.decodeMessages(messages); err != nil {
 		return Request{}, err
 	}
 	return r, nil
+}
+
+// boundedArray returns the elements of the JSON array raw (none for null
+// or nothing), read one at a time and no further than the element past
+// max: an array over its bound is refused (invalid_request on param, the
+// message ending with hint) having copied at most max elements, whatever
+// its length. Anything but an array is refused with the message shape.
+func boundedArray(raw json.RawMessage, max int, param, shape, hint string) ([]json.RawMessage, error) {
+	if nonNull(raw) == nil {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	notArray := invalid(apperr.InvalidRequest, param, "%s", shape)
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return nil, notArray
+	}
+	var out []json.RawMessage
+	for dec.More() {
+		if len(out) == max {
+			return nil, invalid(apperr.InvalidRequest, param, "%s has more than %d entries; at most %d: %s", param, max, max, hint)
+		}
+		var e json.RawMessage
+		if err := dec.Decode(&e); err != nil {
+			return nil, notArray
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // checkShape refuses what asks for an answer of another shape than one
@@ -322,9 +367,6 @@ func kindOf(k string) string {
 }
 
 func (r *Request) decodeTools(tools []json.RawMessage, choice json.RawMessage) error {
-	if len(tools) > MaxTools {
-		return invalid(apperr.InvalidRequest, "tools", "tools has %d entries; at most %d", len(tools), MaxTools)
-	}
 	names := map[string]bool{}
 	for i, raw := range tools {
 		var t Tool
@@ -388,9 +430,6 @@ type turn struct {
 func (r *Request) decodeMessages(raws []json.RawMessage) error {
 	if len(raws) == 0 {
 		return invalid(apperr.InvalidRequest, "messages", "messages is required: at least one message, the last from the user (or a tool result)")
-	}
-	if len(raws) > MaxMessages {
-		return invalid(apperr.InvalidRequest, "messages", "messages has %d entries; at most %d: drop earlier turns", len(raws), MaxMessages)
 	}
 	var system []string
 	var turns []turn
@@ -477,16 +516,17 @@ func (r *Request) content(raw json.RawMessage, param string) (string, error) {
 	if json.Unmarshal(raw, &s) == nil {
 		return s, nil
 	}
-	var parts []part
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", invalid(apperr.InvalidRequest, param+".content", "%s.content must be a string or an array of content parts", param)
-	}
-	if len(parts) > MaxParts {
-		return "", invalid(apperr.InvalidRequest, param+".content", "%s.content has %d parts; at most %d", param, len(parts), MaxParts)
+	raws, err := boundedArray(raw, MaxParts, param+".content", param+".content must be a string or an array of content parts", "send fewer parts")
+	if err != nil {
+		return "", err
 	}
 	var texts []string
-	for j, p := range parts {
+	for j, rawPart := range raws {
 		pp := fmt.Sprintf("%s.content[%d]", param, j)
+		var p part
+		if err := json.Unmarshal(rawPart, &p); err != nil {
+			return "", invalid(apperr.InvalidRequest, param+".content", "%s.content must be a string or an array of content parts", param)
+		}
 		switch p.Type {
 		case "text", "input_text":
 			texts = append(texts, p.Text)

@@ -225,6 +225,12 @@ type SubmitResponse = apiv1.Accepted
 // server's read timeout) and in the bodies its key has being read
 // (readingBody), and refuses one that is not valid UTF-8.
 func (s *Server) readQuery(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	tooLarge := apperr.New(apperr.InvalidRequest, "the request body exceeds %d bytes; the prompt may be at most 32 KB", queries.MaxBodyBytes)
+	if r.ContentLength > queries.MaxBodyBytes {
+		// Its size says so: refused before a byte of it is read.
+		closeUnread(w, r)
+		return nil, tooLarge
+	}
 	done, e := s.readingBody(w, r)
 	if e != nil {
 		return nil, e
@@ -232,9 +238,9 @@ func (s *Server) readQuery(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, queries.MaxBodyBytes))
 	done()
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, apperr.New(apperr.InvalidRequest, "the request body exceeds %d bytes; the prompt may be at most 32 KB", queries.MaxBodyBytes)
+		var over *http.MaxBytesError
+		if errors.As(err, &over) {
+			return nil, tooLarge
 		}
 		return nil, apperr.New(apperr.InvalidRequest, "could not read the whole request body (it ended early or did not arrive within the read timeout)")
 	}

@@ -170,6 +170,11 @@ const smallChatBody = queries.MaxBodyBytes
 // for a small body). A failure is the refusal to write.
 func (s *Server) readChatBody(w http.ResponseWriter, r *http.Request, c accounts.Caller) (body []byte, held func(), err error) {
 	held = func() {}
+	tooLarge := apperr.New(apperr.InvalidRequest, "the request body exceeds %d bytes; upload large files with POST /v1/files and send their file_id", chat.MaxBodyBytes)
+	if r.ContentLength > chat.MaxBodyBytes {
+		// Its size says so: refused before a byte of it is read.
+		return nil, held, tooLarge
+	}
 	done, err := s.readingBody(w, r)
 	if err != nil {
 		return nil, held, err
@@ -187,10 +192,10 @@ func (s *Server) readChatBody(w http.ResponseWriter, r *http.Request, c accounts
 		rest, err = io.ReadAll(limited)
 		body = append(body, rest...)
 	}
-	var tooLarge *http.MaxBytesError
+	var over *http.MaxBytesError
 	switch {
-	case errors.As(err, &tooLarge):
-		return nil, held, apperr.New(apperr.InvalidRequest, "the request body exceeds %d bytes; upload large files with POST /v1/files and send their file_id", chat.MaxBodyBytes)
+	case errors.As(err, &over):
+		return nil, held, tooLarge
 	case err != nil:
 		return nil, held, apperr.New(apperr.InvalidRequest, "could not read the whole request body (it ended early or did not arrive within the read timeout)")
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/crosscheck/crosscheck/internal/accounts"
 	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/chat"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/files"
 	"github.com/crosscheck/crosscheck/internal/pricing"
@@ -265,6 +266,19 @@ func waitHeld(t *testing.T, sl *keySlots, n int) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d held, want %d", sl.what, held, n)
+		}
+	}
+}
+
+// TestDeclaredSizeRefusedAtOnce: a body whose Content-Length is over the
+// endpoint's bound is refused before any of it is read, instead of being
+// read up to the bound first.
+func TestDeclaredSizeRefusedAtOnce(t *testing.T) {
+	base := doors(t, &Server{})
+	for path, size := range map[string]int{"/v1/chat/completions": chat.MaxBodyBytes + 1, "/v1/queries": queries.MaxBodyBytes + 1, "/v1/estimate-cost": queries.MaxBodyBytes + 1} {
+		st, code := answerOf(stalled(t, base, "POST", path, "acctA/k1", "application/json", size, "{"), 3*time.Second)
+		if st != 400 || code != "invalid_request" {
+			t.Errorf("%s declaring %d bytes: %d %s; want 400 invalid_request at once", path, size, st, code)
 		}
 	}
 }
