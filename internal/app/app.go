@@ -327,8 +327,8 @@ func (m *Main) listen(ctx context.Context) error {
 		Auth: m.Accounts, Queries: m.Queries, Control: m.Queries, Events: m.Store, Files: m.Files, Catalog: m.Catalog, Custom: m.BYOM,
 		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat, Stopping: m.stopping.Load,
 		MaxStreams: m.Config.SSEMaxStreams, MaxStreamsPerKey: m.Config.SSEMaxStreamsPerKey, MaxStreamsPerAccount: m.Config.SSEMaxStreamsPerAccount,
-		MaxBodiesPerAccount: m.Config.HTTP.MaxBodiesPerAccount,
-		UploadIdle:          m.Config.HTTP.ReadTimeout,
+		MaxBodiesPerAccount: m.Config.HTTP.MaxBodiesPerAccount, EstimateRate: m.Config.EstimateRate,
+		UploadIdle: m.Config.HTTP.ReadTimeout,
 	}
 	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, BYOM: m.BYOM, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs,
 		Ready: m.ready, Stopping: m.stopping.Load}

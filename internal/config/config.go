@@ -65,6 +65,9 @@ type Config struct {
 	// AccountMaxKeys bounds the API keys of one account that are not
 	// revoked: every per-key bound is multiplied by it.
 	AccountMaxKeys int
+	// EstimateRate is the time one API key may spend estimating per second
+	// (POST /v1/estimate-cost is free); an account four keys' worth.
+	EstimateRate time.Duration
 	// FilesMaxAccountMB bounds the MiB of an account's live files (uploaded,
 	// neither deleted nor expired); zero is no bound.
 	FilesMaxAccountMB int
@@ -167,7 +170,10 @@ func Defaults() Config {
 		// all, whatever the number of its keys.
 		SSEMaxStreamsPerAccount: 64,
 		AccountMaxKeys:          16,
-		FilesMaxAccountMB:       2048,
+		// A tenth of a core per key: about 100 ordinary estimates a second,
+		// under one of the largest (0.14 s).
+		EstimateRate:      100 * time.Millisecond,
+		FilesMaxAccountMB: 2048,
 		HTTP: HTTPLimits{
 			MaxHeaderBytes:    32 << 10,
 			MaxConns:          4096,
@@ -225,6 +231,7 @@ func FromEnv() (Config, error) {
 	dur("CROSSCHECK_START_TIMEOUT", &c.StartTimeout)
 	dur("CROSSCHECK_MODEL_TIMEOUT", &c.ModelTimeout)
 	dur("CROSSCHECK_SSE_HEARTBEAT", &c.SSEHeartbeat)
+	dur("CROSSCHECK_ESTIMATE_RATE", &c.EstimateRate)
 	dur("CROSSCHECK_HTTP_READ_HEADER_TIMEOUT", &c.HTTP.ReadHeaderTimeout)
 	dur("CROSSCHECK_HTTP_READ_TIMEOUT", &c.HTTP.ReadTimeout)
 	dur("CROSSCHECK_HTTP_WRITE_TIMEOUT", &c.HTTP.WriteTimeout)
@@ -294,6 +301,9 @@ func FromEnv() (Config, error) {
 		} else {
 			errs = append(errs, fmt.Sprintf("CROSSCHECK_SSE_MAX_STREAMS_PER_ACCOUNT (%d) must be between 1 and CROSSCHECK_SSE_MAX_STREAMS (%d) less one: one account must not hold every stream of the process", c.SSEMaxStreamsPerAccount, c.SSEMaxStreams))
 		}
+	}
+	if c.EstimateRate < time.Millisecond || c.EstimateRate > time.Second {
+		errs = append(errs, "CROSSCHECK_ESTIMATE_RATE must be from 1ms to 1s: the time of estimating one API key may spend per second")
 	}
 	if c.WorkerAckWait < time.Second {
 		errs = append(errs, "CROSSCHECK_WORKER_ACK_WAIT must be at least 1s")

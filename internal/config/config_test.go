@@ -70,12 +70,13 @@ func TestAccountBoundsFromEnv(t *testing.T) {
 	t.Setenv("CROSSCHECK_SSE_MAX_STREAMS_PER_ACCOUNT", "32")
 	t.Setenv("CROSSCHECK_HTTP_MAX_BODIES_PER_ACCOUNT", "48")
 	t.Setenv("CROSSCHECK_ACCOUNT_MAX_KEYS", "5")
+	t.Setenv("CROSSCHECK_ESTIMATE_RATE", "50ms")
 	c, err := FromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.SSEMaxStreamsPerAccount != 32 || c.HTTP.MaxBodiesPerAccount != 48 || c.AccountMaxKeys != 5 {
-		t.Fatalf("got %d, %d, %d; want 32, 48, 5", c.SSEMaxStreamsPerAccount, c.HTTP.MaxBodiesPerAccount, c.AccountMaxKeys)
+	if c.SSEMaxStreamsPerAccount != 32 || c.HTTP.MaxBodiesPerAccount != 48 || c.AccountMaxKeys != 5 || c.EstimateRate != 50*time.Millisecond {
+		t.Fatalf("got %d, %d, %d, %s; want 32, 48, 5, 50ms", c.SSEMaxStreamsPerAccount, c.HTTP.MaxBodiesPerAccount, c.AccountMaxKeys, c.EstimateRate)
 	}
 	// Under a lower process bound, the default is a quarter of it.
 	t.Setenv("CROSSCHECK_SSE_MAX_STREAMS", "20")
@@ -84,9 +85,10 @@ func TestAccountBoundsFromEnv(t *testing.T) {
 		t.Fatalf("20 streams a process: %d per account, %v; want 5", c.SSEMaxStreamsPerAccount, err)
 	}
 	for name, env := range map[string][2]string{
-		"every stream":  {"CROSSCHECK_SSE_MAX_STREAMS_PER_ACCOUNT", "20"},
-		"no key at all": {"CROSSCHECK_ACCOUNT_MAX_KEYS", "0"},
-		"no bodies":     {"CROSSCHECK_HTTP_MAX_BODIES_PER_ACCOUNT", "-1"},
+		"every stream":   {"CROSSCHECK_SSE_MAX_STREAMS_PER_ACCOUNT", "20"},
+		"no key at all":  {"CROSSCHECK_ACCOUNT_MAX_KEYS", "0"},
+		"no bodies":      {"CROSSCHECK_HTTP_MAX_BODIES_PER_ACCOUNT", "-1"},
+		"free estimates": {"CROSSCHECK_ESTIMATE_RATE", "0s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(env[0], env[1])

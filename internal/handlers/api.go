@@ -76,6 +76,9 @@ type Server struct {
 	// UploadIdle is how long an upload's body may send nothing before the
 	// upload is ended; zero takes DefaultUploadIdle.
 	UploadIdle time.Duration
+	// EstimateRate is the time of estimating one API key may spend per
+	// second (estimates.go); zero is no bound.
+	EstimateRate time.Duration
 
 	streams keySlots
 	uploads keySlots
@@ -83,6 +86,9 @@ type Server struct {
 	// held (readChatBody), bodies every body being read (readingBody).
 	largeBodies keySlots
 	bodies      keySlots
+	// estimating counts the estimates running; budgets their time.
+	estimating keySlots
+	budgets    *estimateBudgets
 }
 
 // Handler returns the public API's router.
@@ -90,6 +96,8 @@ func (s *Server) Handler() http.Handler {
 	s.streams.what, s.streams.hint = "open event streams", "close one, or poll GET /v1/queries/{id}"
 	s.uploads.what, s.uploads.hint = "uploads in progress", "wait for one to finish"
 	s.bodies.what, s.bodies.hint = "request bodies being read", "send the next once one has arrived"
+	s.estimating.what, s.estimating.hint = "estimates running", "wait for one to be answered"
+	s.budgets = newEstimateBudgets()
 	s.largeBodies.what, s.largeBodies.hint = "chat requests over 256 KiB being read", "wait for one to be answered, or upload large files with POST /v1/files and send their file_id"
 	r := chi.NewRouter()
 	r.Use(observed)
@@ -380,12 +388,21 @@ type EstimateResponse = apiv1.Estimate
 type EstimateCall = apiv1.EstimateCall
 
 func (s *Server) estimate(w http.ResponseWriter, r *http.Request) {
+	spent, e := s.startEstimate(caller(r))
+	if e != nil {
+		closeUnread(w, r)
+		s.writeError(w, r, e, "")
+		return
+	}
 	body, err := s.readQuery(w, r)
 	if err != nil {
+		spent(0)
 		s.writeError(w, r, err, "")
 		return
 	}
+	start := time.Now()
 	q, err := s.Queries.Estimate(r.Context(), caller(r), body)
+	spent(time.Since(start))
 	if err != nil {
 		s.writeError(w, r, err, "")
 		return

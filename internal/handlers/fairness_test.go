@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -280,5 +281,77 @@ func TestDeclaredSizeRefusedAtOnce(t *testing.T) {
 		if st != 400 || code != "invalid_request" {
 			t.Errorf("%s declaring %d bytes: %d %s; want 400 invalid_request at once", path, size, st, code)
 		}
+	}
+}
+
+// TestEstimatesAreRated: an estimate is free, so the work one API key (and
+// one account) spends on them is rated: each spends its measured time from
+// a bucket that refills at EstimateRate per second (an account's at 4
+// keys' worth), and an estimate that finds its key's or account's bucket in
+// debt is 429 rate_limited with Retry-After, while another account's are
+// answered. Before, 16 threads of
+// one key estimating worst-case bodies took every core.
+func TestEstimatesAreRated(t *testing.T) {
+	var mu sync.Mutex
+	running, most := 0, 0
+	work := func() {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		time.Sleep(30 * time.Millisecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+	}
+	base := doors(t, &Server{Queries: fakeQueries{estimates: work}, EstimateRate: 10 * time.Millisecond})
+	estimate := func(bearer string) (int, string, string) {
+		req, _ := http.NewRequest("POST", base+"/v1/estimate-cost", strings.NewReader(`{"mode":"unify","prompt":"hi"}`))
+		req.Header.Set("Authorization", "Bearer "+bearer)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, envelopeCodeOf(b), resp.Header.Get("Retry-After")
+	}
+	// One key, back to back: its burst (10 × 10 ms) is spent within a
+	// few, and so on for the next keys of the account.
+	for _, key := range []string{"acctA/k1", "acctA/k2", "acctA/k3", "acctA/k4"} {
+		refused := 0
+		for range 10 {
+			st, code, retry := estimate(key)
+			if st == 429 {
+				if code != "rate_limited" || retry == "" || retry == "0" {
+					t.Fatalf("a refused estimate: %d %s Retry-After %q", st, code, retry)
+				}
+				refused++
+				continue
+			}
+			if st != 200 {
+				t.Fatalf("estimate: %d %s", st, code)
+			}
+		}
+		if refused < 5 {
+			t.Fatalf("%s: %d of 10 back-to-back estimates of 30 ms refused at 10 ms a second; want most", key, refused)
+		}
+	}
+	// A fifth key finds the account's bucket (4 keys' worth) in debt.
+	if st, code, _ := estimate("acctA/k5"); st != 429 || code != "rate_limited" {
+		t.Fatalf("a fifth key of the account: %d %s; want 429 rate_limited", st, code)
+	}
+	// Another account is not.
+	if st, code, _ := estimate("acctB/b1"); st != 200 {
+		t.Fatalf("another account's estimate: %d %s", st, code)
+	}
+	// Many at once from one key: at most two run at a time.
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() { estimate("acctC/c1") })
+	}
+	wg.Wait()
+	if most > MaxEstimatesPerKey {
+		t.Fatalf("%d estimates of one key ran at once; want at most %d", most, MaxEstimatesPerKey)
 	}
 }
