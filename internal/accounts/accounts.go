@@ -78,7 +78,7 @@ func (s *Service) Rollover(a *events.Account) ([]events.Event, error) {
 // that are due are granted first.
 func (s *Service) Account(ctx context.Context, id string) (*AccountView, error) {
 	if !events.ValidPrefixedID("acct", id) {
-		return nil, apperr.New(apperr.NotFound, "no account %q", id)
+		return nil, apperr.New(apperr.NotFound, "no account %.64q", id)
 	}
 	var out *AccountView
 	err := s.Update(ctx, id, func(a *events.Account) {
@@ -97,7 +97,7 @@ func (s *Service) Account(ctx context.Context, id string) (*AccountView, error) 
 	}
 	if out == nil {
 		s.accounts.Delete(id)
-		return nil, apperr.New(apperr.NotFound, "no account %q", id)
+		return nil, apperr.New(apperr.NotFound, "no account %.64q", id)
 	}
 	return out, nil
 }
@@ -208,20 +208,20 @@ func (s *Service) fingerprintTaken(ctx context.Context, fingerprint string) (boo
 // Transition applies a lifecycle action to the key with fingerprint.
 func (s *Service) Transition(ctx context.Context, fingerprint, action string) (*events.Key, error) {
 	if !keys.ValidFingerprint(fingerprint) {
-		return nil, apperr.New(apperr.NotFound, "no key with fingerprint %q", fingerprint)
+		return nil, apperr.New(apperr.NotFound, "no key with fingerprint %.64q", fingerprint)
 	}
 	projected, err := projections.GetKey(ctx, s.Store.Keys, fingerprint)
 	if err != nil {
 		return nil, err
 	}
 	if projected == nil {
-		return nil, apperr.New(apperr.NotFound, "no key with fingerprint %q", fingerprint)
+		return nil, apperr.New(apperr.NotFound, "no key with fingerprint %.64q", fingerprint)
 	}
 	var key *events.Key
 	err = s.Update(ctx, projected.AccountID, func(a *events.Account) { key = copyKey(a.Keys[fingerprint]) }, func(a *events.Account) ([]events.Event, error) {
 		k := a.Keys[fingerprint]
 		if k == nil {
-			return nil, apperr.New(apperr.NotFound, "no key with fingerprint %q", fingerprint)
+			return nil, apperr.New(apperr.NotFound, "no key with fingerprint %.64q", fingerprint)
 		}
 		ev, err := events.DecideKey(k, action)
 		if err != nil || ev == nil {

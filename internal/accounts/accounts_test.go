@@ -2,6 +2,7 @@ package accounts
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +64,21 @@ func TestAccountCacheIsBounded(t *testing.T) {
 	a, err := s.Account(ctx, ids[0]) // forgotten: loaded again
 	if err != nil || a.Name != "bounded" {
 		t.Fatalf("the forgotten account: %+v, %v", a, err)
+	}
+}
+
+// TestNotFoundEchoesAreBounded: the admin API's not-found answers for an
+// account id or a key fingerprint that is not one echo at most 64
+// characters of it, with control characters escaped; they echoed the whole
+// path segment.
+func TestNotFoundEchoesAreBounded(t *testing.T) {
+	s := &Service{}
+	long := "acct_\n\x1b[31m" + strings.Repeat("x", 5000)
+	_, err1 := s.Account(context.Background(), long)
+	_, err2 := s.Transition(context.Background(), long, "revoke")
+	for _, err := range []error{err1, err2} {
+		if err == nil || len(err.Error()) > 200 || strings.ContainsAny(err.Error(), "\n\x1b") {
+			t.Errorf("not found: %.300q", err)
+		}
 	}
 }

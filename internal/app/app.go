@@ -327,11 +327,11 @@ func (m *Main) listen(ctx context.Context) error {
 		Auth: m.Accounts, Queries: m.Queries, Control: m.Queries, Events: m.Store, Files: m.Files, Catalog: m.Catalog, Custom: m.BYOM,
 		Log: m.Log, DocsURL: docs, Ready: m.ready, Heartbeat: m.Config.SSEHeartbeat, Stopping: m.stopping.Load,
 		MaxStreams: m.Config.SSEMaxStreams, MaxStreamsPerKey: m.Config.SSEMaxStreamsPerKey, MaxStreamsPerAccount: m.Config.SSEMaxStreamsPerAccount,
-		MaxBodiesPerAccount: m.Config.HTTP.MaxBodiesPerAccount, EstimateRate: m.Config.EstimateRate,
+		MaxBodiesPerAccount: m.Config.HTTP.MaxBodiesPerAccount, EstimateRate: m.Config.EstimateRate, TrustCallerTrace: m.Config.TrustTraceparent,
 		UploadIdle: m.Config.HTTP.ReadTimeout,
 	}
 	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, BYOM: m.BYOM, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs,
-		Ready: m.ready, Stopping: m.stopping.Load}
+		Ready: m.ready, Stopping: m.stopping.Load, TrustCallerTrace: m.Config.TrustTraceparent}
 	m.public, m.publicLn = handlers.NewServer(m.publicLn, api.Handler(), m.Config.HTTP, docs, ctx)
 	m.admin, m.adminLn = handlers.NewServer(m.adminLn, adm.Handler(), m.Config.HTTP, docs, ctx)
 	for srv, ln := range map[*http.Server]net.Listener{m.public: m.publicLn, m.admin: m.adminLn} {

@@ -260,6 +260,7 @@ var (
 	}
 	adminRoutes = []string{
 		"GET /healthz",
+		"GET /readyz",
 		"GET /metrics",
 		"POST /admin/v1/accounts",
 		"GET /admin/v1/accounts/{account_id}",

@@ -6,6 +6,10 @@ package apperr
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The stable error codes of the API contract (spec section 7) and the ones this
@@ -56,6 +60,10 @@ const (
 	// of the chat door's models (svc-unify, svc-justify, svc-verify), with
 	// the code OpenAI's clients know.
 	ModelNotFound = "model_not_found"
+
+	// RequestTooLarge (413) answers an admin API request whose body is over
+	// its bound.
+	RequestTooLarge = "request_too_large"
 
 	// Admin API codes.
 	InvalidAdminToken = "invalid_admin_token"
@@ -120,3 +128,36 @@ func From(err error) *Error {
 	}
 	return &Error{Code: Internal, Message: "internal error"}
 }
+
+// Echo is client input as a message or a log line may echo it: at most n
+// bytes, cut on a character boundary with "…" when it was cut, bytes that
+// are not UTF-8 shown as "?", and every character that is not printable
+// (control characters such as a line break or the escape that starts
+// terminal sequences, bidirectional and zero-width characters) shown as
+// its Go escape (\n, \x1b, \u202e), so that what is echoed shows as what
+// it is.
+func Echo(s string, n int) string {
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	s = strings.ToValidUTF8(s, "?")
+	if !strings.ContainsFunc(s, unprintable) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unprintable(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func unprintable(r rune) bool { return r != ' ' && !unicode.IsPrint(r) }

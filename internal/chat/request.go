@@ -14,7 +14,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/gabriel-vasile/mimetype"
 
@@ -613,18 +612,8 @@ func (r *Request) dataURL(u, name, param string) error {
 	return nil
 }
 
-// truncate keeps echoed client input short and valid UTF-8.
-func truncate(s string) string {
-	const max = 64
-	if len(s) > max {
-		s = s[:max]
-		for !utf8.ValidString(s) {
-			s = s[:len(s)-1]
-		}
-		s += "…"
-	}
-	return strings.ToValidUTF8(s, "?")
-}
+// truncate keeps echoed client input short, valid UTF-8 and printable.
+func truncate(s string) string { return apperr.Echo(s, 64) }
 
 // QueryBody is the body of the query that answers r, as POST /v1/queries
 // takes it, its tools offered to the query's models; files are the ids of

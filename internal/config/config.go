@@ -68,6 +68,10 @@ type Config struct {
 	// EstimateRate is the time one API key may spend estimating per second
 	// (POST /v1/estimate-cost is free); an account four keys' worth.
 	EstimateRate time.Duration
+	// TrustTraceparent makes the HTTP servers continue the trace of a
+	// request's traceparent (sampling and trace id); otherwise a request
+	// starts a trace of the service's own, linked to the caller's.
+	TrustTraceparent bool
 	// FilesMaxAccountMB bounds the MiB of an account's live files (uploaded,
 	// neither deleted nor expired); zero is no bound.
 	FilesMaxAccountMB int
@@ -258,6 +262,13 @@ func FromEnv() (Config, error) {
 	integer("CROSSCHECK_FILES_MAX_ACCOUNT_MB", &c.FilesMaxAccountMB, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS", &c.HTTP.MaxConns, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR", &c.HTTP.MaxConnsPerAddr, 0)
+	if v := os.Getenv("CROSSCHECK_TRUST_TRACEPARENT"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("CROSSCHECK_TRUST_TRACEPARENT=%q must be true or false", v))
+		}
+		c.TrustTraceparent = b
+	}
 	if v := os.Getenv("CROSSCHECK_PRINT_FIRST_KEY"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

@@ -71,9 +71,13 @@ func TestAccountBoundsFromEnv(t *testing.T) {
 	t.Setenv("CROSSCHECK_HTTP_MAX_BODIES_PER_ACCOUNT", "48")
 	t.Setenv("CROSSCHECK_ACCOUNT_MAX_KEYS", "5")
 	t.Setenv("CROSSCHECK_ESTIMATE_RATE", "50ms")
+	if c, err := FromEnv(); err != nil || c.TrustTraceparent {
+		t.Fatalf("traceparent trusted by default (%v)", err)
+	}
+	t.Setenv("CROSSCHECK_TRUST_TRACEPARENT", "true")
 	c, err := FromEnv()
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || !c.TrustTraceparent {
+		t.Fatalf("CROSSCHECK_TRUST_TRACEPARENT=true: %v, %v", c.TrustTraceparent, err)
 	}
 	if c.SSEMaxStreamsPerAccount != 32 || c.HTTP.MaxBodiesPerAccount != 48 || c.AccountMaxKeys != 5 || c.EstimateRate != 50*time.Millisecond {
 		t.Fatalf("got %d, %d, %d, %s; want 32, 48, 5, 50ms", c.SSEMaxStreamsPerAccount, c.HTTP.MaxBodiesPerAccount, c.AccountMaxKeys, c.EstimateRate)

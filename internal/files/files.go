@@ -122,8 +122,11 @@ var errNotUTF8 = errors.New("text file is not valid UTF-8")
 // The body is streamed into the store, never held whole.
 func (s *Service) Upload(ctx context.Context, caller accounts.Caller, name, purpose string, body io.Reader) (Meta, error) {
 	name = path.Base(strings.ReplaceAll(strings.TrimSpace(name), `\`, "/"))
-	if name == "" || name == "." || name == "/" || len(name) > maxNameBytes || !utf8.ValidString(name) || strings.ContainsFunc(name, isControl) {
+	if name == "" || name == "." || name == "/" || len(name) > maxNameBytes || !utf8.ValidString(name) {
 		return Meta{}, apperr.New(apperr.InvalidRequest, "the file needs a name of at most %d bytes of printable UTF-8, with its extension", maxNameBytes)
+	}
+	if r, bad := events.UnprintableIn(name); bad {
+		return Meta{}, apperr.New(apperr.InvalidRequest, "the file's name holds the character %U, which shows as something else or nothing (a control, line break, bidirectional or zero-width character); name the file in printable text", r)
 	}
 	if purpose == "" {
 		purpose = PurposeQuery
@@ -585,8 +588,6 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	}
 	return removed, nil
 }
-
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // checkedReader passes the upload through, hashing it, failing once it
 // exceeds max bytes and, for text, checking that it is UTF-8.

@@ -4,12 +4,11 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"io"
+	"errors"
 	"math"
 	"net/http"
 	"strconv"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
@@ -51,13 +50,15 @@ type Admin struct {
 	// (Server.Ready, Server.Stopping): /readyz answers here too.
 	Ready    func(ctx context.Context) error
 	Stopping func() bool
+	// TrustCallerTrace is Server.TrustCallerTrace for the admin API.
+	TrustCallerTrace bool
 }
 
 // Handler returns the admin API's router.
 func (a *Admin) Handler() http.Handler {
 	s := &Server{DocsURL: a.DocsURL, Ready: a.Ready, Stopping: a.Stopping}
 	r := chi.NewRouter()
-	r.Use(observed)
+	r.Use(observed(a.TrustCallerTrace))
 	r.Use(accessLog(a.Log.With().Str("api", "admin").Logger()))
 	r.Use(recoverer)
 	r.Get("/healthz", healthz)
@@ -93,9 +94,10 @@ func (a *Admin) Handler() http.Handler {
 const MaxNameLen = 100
 
 // checkName refuses a name that is longer than MaxNameLen characters, is not
-// valid UTF-8, or holds a control character (ASCII or Unicode: line breaks,
-// the escape that starts ANSI terminal sequences, bidirectional overrides),
-// so a name shown in a terminal, a log or a page shows as what it is.
+// valid UTF-8, or holds a character that shows as something else or nothing
+// (events.UnprintableIn: line breaks, the escapes that start terminal
+// sequences, bidirectional overrides, zero-width characters), so a name
+// shown in a terminal, a log or a page shows as what it is.
 func checkName(field, name string) error {
 	if !utf8.ValidString(name) {
 		return apperr.New(apperr.InvalidRequest, "%s is not valid UTF-8", field)
@@ -103,19 +105,24 @@ func checkName(field, name string) error {
 	if n := utf8.RuneCountInString(name); n > MaxNameLen {
 		return apperr.New(apperr.InvalidRequest, "%s is %d characters; at most %d are allowed", field, n, MaxNameLen)
 	}
-	for _, c := range name {
-		if unicode.Is(unicode.Cc, c) || unicode.Is(unicode.Bidi_Control, c) || c == '\u2028' || c == '\u2029' {
-			return apperr.New(apperr.InvalidRequest, "%s holds the control character %U; names are printable text", field, c)
-		}
+	if c, bad := events.UnprintableIn(name); bad {
+		return apperr.New(apperr.InvalidRequest, "%s holds the character %U, which shows as something else or nothing (a control, line break, bidirectional or zero-width character); names are printable text", field, c)
 	}
 	return nil
 }
 
+// maxAdminBody bounds an admin API request body.
+const maxAdminBody = 64 << 10
+
 func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxAdminBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return apperr.New(apperr.InvalidRequest, "the request body must be a JSON object with the documented fields: %v", err)
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return apperr.New(apperr.RequestTooLarge, "the request body is larger than the %d KiB the admin API reads", maxAdminBody>>10)
+		}
+		return apperr.New(apperr.InvalidRequest, "the request body must be a JSON object with the documented fields: %s", clip(err.Error(), maxLoggedPath))
 	}
 	if dec.More() {
 		return apperr.New(apperr.InvalidRequest, "the request body must hold one JSON object and nothing after it")

@@ -79,6 +79,9 @@ type Server struct {
 	// EstimateRate is the time of estimating one API key may spend per
 	// second (estimates.go); zero is no bound.
 	EstimateRate time.Duration
+	// TrustCallerTrace makes a request's span continue the trace of its
+	// traceparent; otherwise the span only links to it (observed).
+	TrustCallerTrace bool
 
 	streams keySlots
 	uploads keySlots
@@ -100,7 +103,7 @@ func (s *Server) Handler() http.Handler {
 	s.budgets = newEstimateBudgets()
 	s.largeBodies.what, s.largeBodies.hint = "chat requests over 256 KiB being read", "wait for one to be answered, or upload large files with POST /v1/files and send their file_id"
 	r := chi.NewRouter()
-	r.Use(observed)
+	r.Use(observed(s.TrustCallerTrace))
 	r.Use(accessLog(s.Log))
 	r.Use(recoverer)
 	r.Use(requestIDHeader)
@@ -222,6 +225,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.routeError(w, r, err)
 			return
 		}
+		authenticated(r, c)
 		next.ServeHTTP(w, r.WithContext(contextWithCaller(r, c)))
 	})
 }

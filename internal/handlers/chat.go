@@ -48,6 +48,7 @@ func (s *Server) chatAuth(next http.Handler) http.Handler {
 			s.chatError(w, r, err, "")
 			return
 		}
+		authenticated(r, c)
 		next.ServeHTTP(w, r.WithContext(contextWithCaller(r, c)))
 	})
 }

@@ -23,7 +23,7 @@ func Status(code string) int {
 		return http.StatusBadRequest
 	case apperr.UnsupportedFileType:
 		return http.StatusUnsupportedMediaType
-	case apperr.FileTooLarge:
+	case apperr.FileTooLarge, apperr.RequestTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case apperr.InsufficientCredits, apperr.MonthlyCapExceeded:
 		return http.StatusPaymentRequired

@@ -3,14 +3,13 @@ package handlers
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/rs/zerolog"
 
-	"github.com/crosscheck/crosscheck/internal/keys"
+	"github.com/crosscheck/crosscheck/internal/accounts"
+	"github.com/crosscheck/crosscheck/internal/apperr"
 )
 
 type logKey struct{}
@@ -21,18 +20,8 @@ type logKey struct{}
 const maxLoggedPath = 256
 
 // clip is client input as a log line or a message echoes it: at most n
-// bytes, cut on a character boundary with "…" when it was cut, and bytes
-// that are not UTF-8 shown as "?".
-func clip(s string, n int) string {
-	if len(s) > n {
-		cut := n
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return strings.ToValidUTF8(s, "?")
-}
+// bytes, with what does not print escaped (apperr.Echo).
+func clip(s string, n int) string { return apperr.Echo(s, n) }
 
 func logger(r *http.Request) *zerolog.Logger {
 	if l, ok := r.Context().Value(logKey{}).(*zerolog.Logger); ok {
@@ -43,20 +32,34 @@ func logger(r *http.Request) *zerolog.Logger {
 }
 
 // accessLog writes one structured line per request: method, path, status,
-// duration and the key's public fingerprint. The Authorization header itself
-// is never logged; the fingerprint is taken only from a well-formed key.
+// duration and, when a key authenticated the request, the key's public
+// fingerprint. The Authorization header itself is never logged, nor the
+// fingerprint of a key that did not verify: a refused guess logged with a
+// real fingerprint would tell the log's readers which fingerprints exist.
 func accessLog(base zerolog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
 			l := base.With().Str("method", clip(r.Method, maxLoggedPath)).Str("path", clip(r.URL.Path, maxLoggedPath)).Logger()
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-			next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logKey{}, &l)))
+			var fingerprint string
+			ctx := context.WithValue(context.WithValue(r.Context(), logKey{}, &l), authenticatedKey{}, &fingerprint)
+			next.ServeHTTP(ww, r.WithContext(ctx))
 			ev := l.Info().Int("status", ww.Status()).Float64("duration_ms", float64(time.Since(start).Microseconds())/1000)
-			if k, err := keys.FromBearer(r.Header.Get("Authorization")); err == nil {
-				ev = ev.Str("key_fingerprint", k.Fingerprint)
+			if fingerprint != "" {
+				ev = ev.Str("key_fingerprint", fingerprint)
 			}
 			ev.Msg("request")
 		})
+	}
+}
+
+type authenticatedKey struct{}
+
+// authenticated records, for r's access log line, the fingerprint of the
+// key that authenticated r.
+func authenticated(r *http.Request, c accounts.Caller) {
+	if p, ok := r.Context().Value(authenticatedKey{}).(*string); ok {
+		*p = c.Fingerprint
 	}
 }

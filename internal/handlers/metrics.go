@@ -54,14 +54,21 @@ var knownMethods = map[string]bool{
 	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
 }
 
-// observed serves next within a span of its own (continuing the caller's
-// trace when the request carries a traceparent) and counts each request
+// observed serves next within a span of its own and counts each request
 // under the route pattern it matched, never its raw path. Use it as the
-// router's first middleware. While the process traces nothing (no tracer
-// provider installed), a request gets no span, so the HTTP layer costs
-// what the counting costs: the trace of a request starts in a process that
-// exports.
-func observed(next http.Handler) http.Handler {
+// router's first middleware. A request's traceparent is the caller's word:
+// the span starts a trace of the service's own, sampled by the service,
+// with a link to the caller's span, so that a caller can neither choose
+// its trace id nor (with flags 00) keep its requests out of the traces;
+// with trustCaller (an operator's callers it trusts, such as its own
+// gateway) the span continues the caller's trace instead. While the
+// process traces nothing (no tracer provider installed), a request gets no
+// span, so the HTTP layer costs what the counting costs.
+func observed(trustCaller bool) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler { return observe(next, trustCaller) }
+}
+
+func observe(next http.Handler, trustCaller bool) http.Handler {
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpInFlight.Inc()
 		defer httpInFlight.Dec()
@@ -91,7 +98,7 @@ func observed(next http.Handler) http.Handler {
 	})
 	traced := otelhttp.NewHandler(counted, "http", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 		return r.Method
-	}))
+	}), otelhttp.WithPublicEndpointFn(func(*http.Request) bool { return !trustCaller }))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !telemetry.Tracing() {
 			counted.ServeHTTP(w, r)
