@@ -277,7 +277,8 @@ func checkQueryTrace(t *testing.T, id trace.TraceID, requestID string, models in
 func TestTraceFromRequestToModelCalls(t *testing.T) {
 	t.Parallel()
 	recordSpans()
-	h := newHarness(t)
+	// The test is a caller the operator trusts: its traceparent decides.
+	h := newHarness(t, withConfig(func(c *config.Config) { c.TrustTraceparent = true }))
 	key := h.newKey()
 	tp, id := newTraceparent()
 	r := h.submit(key, map[string]any{"mode": "unify", "prompt": "traced: the speed of light"}, map[string]string{"traceparent": tp})
@@ -321,7 +322,10 @@ func TestTraceAcrossProcessesAndRedelivery(t *testing.T) {
 	t.Parallel()
 	recordSpans()
 	url, token := sharedNATS(t)
-	h := newHarness(t, withRole(RoleAPI), withConfig(func(c *config.Config) { c.NATSURL, c.NATSAuth.Token = url, token }))
+	h := newHarness(t, withRole(RoleAPI), withConfig(func(c *config.Config) {
+		c.NATSURL, c.NATSAuth.Token = url, token
+		c.TrustTraceparent = true
+	}))
 	w1 := startProcess(t, h, RoleWorker)
 	key := h.newKey()
 
