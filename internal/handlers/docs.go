@@ -20,7 +20,7 @@ var errorDocs = map[string]string{
 	apperr.FileExpired:         "The file was uploaded 48 hours ago or more: it can no longer be read (GET /v1/files/{id}) or attached to a query. Upload it again and use the new file id.",
 	apperr.InsufficientCredits: "The estimated cost exceeds the account's available credits. Top up or select fewer or cheaper models.",
 	apperr.MonthlyCapExceeded:  "The query would pass the account's monthly credit cap.",
-	apperr.RateLimited:         "The API key already has 8 queries in flight: wait at least Retry-After seconds (30); no exponential backoff is needed. Or your address holds the most open connections this server allows from one address (CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR): close idle ones, or wait Retry-After seconds (1).",
+	apperr.RateLimited:         "The API key already has 8 queries in flight: wait at least Retry-After seconds (30); no exponential backoff is needed. Or your address holds the most open connections this server allows from one address (CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR): close idle ones, or wait Retry-After seconds (1). Or the API key, or all the keys of its account together, hold the most event streams, chat completions, request bodies being read or uploads a server allows them, or spent their time for estimates: the message says which; wait Retry-After seconds.",
 	apperr.IdempotencyConflict: "The Idempotency-Key was used with a different request body within the last 24 hours. Use a new key for a new request.",
 	apperr.InvalidAPIKey:       "The Authorization header is missing, is not 'Bearer <key>', or the key does not verify (this includes a wrong prefix).",
 	apperr.KeyRevoked:          "The API key was revoked. Revocation is final: create a new key.",
