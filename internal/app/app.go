@@ -219,7 +219,7 @@ func (m *Main) Open(ctx context.Context) error {
 	for mode := range pipelines {
 		accepted[mode] = true
 	}
-	m.Ledger = &ledger.Service{Accounts: m.Accounts, Estimator: estimator, Now: m.Now}
+	m.Ledger = &ledger.Service{Accounts: m.Accounts, Estimator: estimator, Now: m.Now, CancelPercent: cfg.CancelChargePercent}
 	m.Queries = &queries.Service{
 		Store: m.Store, Catalog: m.Catalog, Modes: accepted, Now: m.Now,
 		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts, Files: m.Attached,

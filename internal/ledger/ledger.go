@@ -18,6 +18,11 @@ type Service struct {
 	Accounts  *accounts.Service
 	Estimator *pricing.Estimator
 	Now       func() time.Time
+	// CancelPercent is the share of its reservation, in percent, that a
+	// cancelled query is charged at least (its calls, and a cancellation
+	// charge for what they come short of it); 0 charges a cancelled query
+	// its calls only.
+	CancelPercent int
 }
 
 // Reserve holds amount for a new query, or refuses with insufficient_credits
@@ -133,6 +138,8 @@ func (s *Service) knowing(ctx context.Context, accountID, requestID string) acco
 // charges every call of calls that was not charged before, each for the
 // cost the query recorded for it at the model's price, returns the rest of
 // the reservation to the balance, and records ending, how the query ends.
+// A query that ends cancelled is charged at least CancelPercent % of its
+// reservation (events.DecideCancelledSettle).
 // It returns the query's settlement: this one, or the one made before — a
 // query is settled once, and an earlier settlement's charge and ending
 // stand. A query that holds no reservation (accepted before credits were
@@ -150,7 +157,11 @@ func (s *Service) Settle(ctx context.Context, accountID, requestID string, calls
 	var settled *events.ChargesSettled
 	err := s.Accounts.Update(ctx, accountID, nil, s.knowing(ctx, accountID, requestID), func(a *events.Account) ([]events.Event, error) {
 		settled = nil // decided again after a conflict
-		ev := a.DecideSettle(requestID, items, "settled")
+		percent := 0
+		if ending != nil && ending.Status == events.StatusFailed && ending.Code == apperr.Cancelled {
+			percent = s.CancelPercent
+		}
+		ev := a.DecideCancelledSettle(requestID, items, "settled", percent)
 		if ev == nil {
 			return nil, nil
 		}
@@ -315,6 +326,10 @@ func entryOf(r events.Record, before, after events.Ledger) (Entry, bool) {
 		e.AmountMicros = (after.BalanceMicros - before.BalanceMicros)
 		e.RequestID, e.WrittenOff = ev.RequestID, writtenOff
 		e.Reason = fmt.Sprintf("%s: %d model calls, %s credits charged", ev.Reason, len(ev.Calls), events.FormatCredits(charged))
+		if c := ev.Cancellation; c != nil {
+			e.WrittenOff += c.WrittenOffMicros
+			e.Reason += fmt.Sprintf(", cancelled: %s credits more to reach %d %% of the reservation", events.FormatCredits(c.AmountMicros), c.Percent)
+		}
 	case events.MonthlyCapSet:
 		e.MonthlyCapSet, e.CapAfterMicros = true, ev.CapMicros
 	default:
