@@ -223,7 +223,7 @@ func (m *Main) Open(ctx context.Context) error {
 	m.Queries = &queries.Service{
 		Store: m.Store, Catalog: m.Catalog, Modes: accepted, Now: m.Now,
 		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts, Files: m.Attached,
-		Custom: customModels{m.BYOM},
+		Custom: customModels{m.BYOM}, AccountLimit: cfg.InflightPerAccount,
 	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -182,7 +182,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		{&s.Balances, jetstream.KeyValueConfig{Bucket: BucketBalances, Description: balancesDescription}},
 		{&s.Keys, jetstream.KeyValueConfig{Bucket: BucketKeys, Description: "API key states by fingerprint, a projection of ACCOUNTS"}},
 		{&s.Idempotency, jetstream.KeyValueConfig{Bucket: BucketIdempotency, Description: "Idempotency-Key claims", TTL: IdempotencyTTL}},
-		{&s.Inflight, jetstream.KeyValueConfig{Bucket: BucketInflight, Description: "In-flight query slots by API key fingerprint"}},
+		{&s.Inflight, jetstream.KeyValueConfig{Bucket: BucketInflight, Description: "In-flight query slots by account id, every API key of the account in one set"}},
 		{&s.Projections, jetstream.KeyValueConfig{Bucket: BucketProjections, Description: "The last event each projection applied, by projection name"}},
 		{&s.Leases, jetstream.KeyValueConfig{Bucket: BucketLeases, Description: "The process that runs each projection, by projection name", TTL: LeaseTTL}},
 	}

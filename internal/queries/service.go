@@ -49,7 +49,10 @@ type Service struct {
 	Modes map[string]bool
 	// Limit overrides InflightLimit when positive.
 	Limit int
-	Now   func() time.Time
+	// AccountLimit bounds the queries in flight of one account, all its
+	// API keys together; zero is no bound.
+	AccountLimit int
+	Now          func() time.Time
 
 	// listReads and docReads, when set, stand in for the query_list and
 	// query_status buckets in List (tests count the reads of a request
@@ -57,7 +60,7 @@ type Service struct {
 	listReads, docReads listReader
 
 	init  sync.Once
-	slots *lru.Cache[string, *keySlots] // by fingerprint
+	slots *lru.Cache[string, *accountSlots] // by account id
 	done  finished
 }
 
@@ -141,12 +144,12 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	if err != nil {
 		return refused(err)
 	}
-	if err := s.acquire(first, caller.Fingerprint, requestID); err != nil {
+	if err := s.acquire(first, caller.AccountID, caller.Fingerprint, requestID); err != nil {
 		return refused(err)
 	}
 	estimate := s.Estimator.Estimate(req.Mode, req.Prompt, req.Tools, req.Selected, files)
 	if err := s.Credits.Reserve(ctx, caller.AccountID, requestID, estimate.Micros, resuming); err != nil {
-		_ = s.Release(ctx, caller.Fingerprint, requestID)
+		_ = s.Release(ctx, caller.AccountID, requestID)
 		return refused(err)
 	}
 	env, err := events.Wrap(events.AggregateQuery, requestID, events.QuerySubmitted{
