@@ -29,13 +29,7 @@ type Service struct {
 // or monthly_cap_exceeded. Plan credits that are due are granted first.
 // Reserving for a query that holds a reservation already succeeds.
 func (s *Service) Reserve(ctx context.Context, accountID, requestID string, amount int64, resuming bool) error {
-	heal := func(a *events.Account) ([]events.Event, error) {
-		if _, err := a.DecideReserve(requestID, amount, s.Now()); err == nil {
-			return nil, nil
-		}
-		return s.abandoned(ctx, a)
-	}
-	steps := []accounts.Decide{s.Accounts.Rollover, heal}
+	steps := []accounts.Decide{s.Accounts.Rollover, s.healing(ctx, requestID, amount)}
 	if resuming {
 		// "Reserved already" must be true of the stream, not only of this
 		// process's copy: another process may have released it since.
@@ -50,6 +44,33 @@ func (s *Service) Reserve(ctx context.Context, accountID, requestID string, amou
 	})...)
 	countReserve(amount, err)
 	return err
+}
+
+// Check returns the refusal a reservation of amount for a new query of the
+// account would meet now (insufficient_credits, monthly_cap_exceeded),
+// decided as Reserve decides it, on the same state: plan credits that are
+// due are granted first, and reservations abandoned long ago are released
+// before a refusal. It reserves nothing; nil says Reserve may admit the
+// query (another command may take the credits meanwhile).
+func (s *Service) Check(ctx context.Context, accountID string, amount int64) error {
+	const probe = "" // no query: DecideReserve decides as for a new one
+	err := s.Accounts.Update(ctx, accountID, nil, s.Accounts.Rollover, s.healing(ctx, probe, amount), func(a *events.Account) ([]events.Event, error) {
+		_, err := a.DecideReserve(probe, amount, s.Now())
+		return nil, err
+	})
+	countRefusal(err)
+	return err
+}
+
+// healing is the step that, when a reservation of amount for requestID
+// would be refused, first releases the reservations abandoned long ago.
+func (s *Service) healing(ctx context.Context, requestID string, amount int64) accounts.Decide {
+	return func(a *events.Account) ([]events.Event, error) {
+		if _, err := a.DecideReserve(requestID, amount, s.Now()); err == nil {
+			return nil, nil
+		}
+		return s.abandoned(ctx, a)
+	}
 }
 
 // abandonGrace is how old a reservation without a submitted query must be

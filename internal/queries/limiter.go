@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
@@ -75,6 +76,9 @@ type accountSlots struct {
 	mu     sync.Mutex
 	entry  *eventstore.Entry // as this process read or wrote it last; nil: read it
 	healed time.Time
+	// view is the set entry holds, for a look without the mutex (room);
+	// nil when entry is.
+	view atomic.Pointer[slots]
 
 	queued sync.Mutex
 	queue  []*slotChange
@@ -120,6 +124,37 @@ func (s *Service) acquire(ctx context.Context, accountID, fingerprint, id string
 		}
 		next := &slots{Requests: append(slices.Clip(cur.Requests), slot{ID: id, Key: fingerprint, At: s.Now().UTC()})}
 		return next, nil
+	})
+}
+
+// room checks, without taking a slot, whether the account's key with
+// fingerprint has room for one more query in flight: nil, or the
+// rate_limited refusal acquire would give now. It writes nothing but a
+// healed set (the slots of queries that ended dropped, as acquire would),
+// and when this process's last view of the account leaves room it reads
+// nothing either: a stale view that leaves room is caught by acquire, one
+// that leaves none is read again. A submission checks it before it binds
+// its Idempotency-Key, so that a refusal leaves nothing bound.
+func (s *Service) room(ctx context.Context, accountID, fingerprint string) error {
+	as := s.accountSlots(accountID)
+	if set := as.view.Load(); set != nil && s.full(set, fingerprint) == nil {
+		return nil
+	}
+	return s.changeSlots(ctx, accountID, as, func(cur *slots, reloaded bool) (*slots, error) {
+		if s.full(cur, fingerprint) == nil {
+			return nil, nil
+		}
+		if !reloaded {
+			return nil, eventstore.ErrStale // another process may have freed a slot
+		}
+		healed, err := s.heal(ctx, as, cur)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.full(healed, fingerprint); err != nil {
+			return nil, err
+		}
+		return healed, nil
 	})
 }
 
@@ -203,6 +238,7 @@ func (s *Service) changeSlots(ctx context.Context, accountID string, as *account
 // fails every change of the batch.
 func (s *Service) writeSlots(ctx context.Context, accountID string, as *accountSlots, batch []*slotChange) {
 	outcome := make([]error, len(batch))
+	var last *slots // the set of the last decision: as written, or as decided on
 	entry, err := s.Store.Inflight.Change(ctx, accountID, as.entry, func(cur eventstore.Entry, fresh bool) ([]byte, error) {
 		set := &slots{}
 		if cur.Revision != 0 {
@@ -210,6 +246,7 @@ func (s *Service) writeSlots(ctx context.Context, accountID string, as *accountS
 				return nil, err
 			}
 		}
+		defer func() { last = set }()
 		changed := false
 		for i, c := range batch {
 			next, err := c.decide(set, fresh)
@@ -228,11 +265,13 @@ func (s *Service) writeSlots(ctx context.Context, accountID string, as *accountS
 	})
 	if err != nil {
 		as.entry = nil
+		as.view.Store(nil)
 		for i := range outcome {
 			outcome[i] = err
 		}
 	} else {
 		as.entry = &entry // the set as written, or as decided on: known
+		as.view.Store(last)
 	}
 	for i, c := range batch {
 		c.err = outcome[i]
