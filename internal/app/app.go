@@ -200,7 +200,8 @@ func (m *Main) Open(ctx context.Context) error {
 		m.Log.Warn().Err(err).Msg("pre-flight estimates of these models count one token per four bytes")
 	}
 	models := modes.Models{Providers: registry.Calls(backends, m.RetryDelays, cfg.ModelTimeout), Price: estimator.Cost}
-	m.Files = &files.Service{Store: m.Store, Extract: &extract.Runner{}, Now: m.Now, Log: m.Log, MaxAccountBytes: int64(m.Config.FilesMaxAccountMB) << 20}
+	m.Files = &files.Service{Store: m.Store, Extract: &extract.Runner{}, Now: m.Now, Log: m.Log, MaxAccountBytes: int64(m.Config.FilesMaxAccountMB) << 20,
+		MaxUploadsPerDay: m.Config.FilesMaxUploadsPerDay}
 	if m.Attached == nil {
 		m.Attached = uploads{m.Files}
 	}

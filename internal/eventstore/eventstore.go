@@ -162,6 +162,8 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	s := &Store{nc: nc, js: js, replicas: replicas}
+	files := eventStream(StreamFiles, "Every event of every account's files (uploaded, extracted, deleted, expired): ev.file.<account_id>.<event>; each kept for the file's 48 h and a day", "ev.file.>", true)
+	files.MaxAge = FileEventsMaxAge
 	streams := []struct {
 		dst **Stream
 		cfg jetstream.StreamConfig
@@ -176,7 +178,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 			Retention:   jetstream.WorkQueuePolicy,
 			MaxAge:      30 * 24 * time.Hour,
 		}},
-		{&s.Files, eventStream(StreamFiles, "Every event of every account's files (uploaded, extracted, deleted, expired): ev.file.<account_id>.<event>", "ev.file.>", true)},
+		{&s.Files, files},
 	}
 	buckets := []struct {
 		dst **Bucket
