@@ -125,6 +125,28 @@ type FileStore interface {
 // admission reads it, their bytes and extracted text.
 type uploads struct{ *files.Service }
 
+// storage gathers what the store keeps of an account, for the admin API:
+// each figure from the service that keeps it.
+type storage struct{ m *Main }
+
+// Storage returns the account's figures; not_found for an unknown account.
+func (s storage) Storage(ctx context.Context, accountID string) (handlers.AccountStorage, error) {
+	out := handlers.AccountStorage{AccountID: accountID}
+	var err error
+	if out.AccountEvents, out.AccountEventBytes, err = s.m.Accounts.StoredEvents(ctx, accountID); err != nil {
+		return out, err
+	}
+	if out.Queries, err = s.m.Queries.Count(ctx, accountID); err != nil {
+		return out, err
+	}
+	if out.QueriesInFlight, err = s.m.Queries.InFlight(ctx, accountID); err != nil {
+		return out, err
+	}
+	f, err := s.m.Files.Usage(ctx, accountID)
+	out.FilesLive, out.FilesLiveBytes, out.FileEvents, out.FileEventBytes = f.Live, f.LiveBytes, f.Events, f.EventBytes
+	return out, err
+}
+
 // File returns the metadata of an account's live upload.
 func (u uploads) File(ctx context.Context, accountID, fileID string) (queries.FileInfo, error) {
 	meta, err := u.Get(ctx, accountID, fileID)
@@ -166,6 +188,7 @@ func (m *Main) Open(ctx context.Context) error {
 	} else if m.nc, m.Store, err = openShared(ctx, cfg, "crosscheck-"+m.role(), m.Log); err != nil {
 		return err
 	}
+	m.Store.ObserveSizes()
 	if err := m.loadAdminToken(); err != nil {
 		return err
 	}
@@ -330,7 +353,7 @@ func (m *Main) listen(ctx context.Context) error {
 		MaxStreams: m.Config.SSEMaxStreams, MaxStreamsPerKey: m.Config.SSEMaxStreamsPerKey,
 		UploadIdle: m.Config.HTTP.ReadTimeout,
 	}
-	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, BYOM: m.BYOM, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
+	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, BYOM: m.BYOM, Storage: storage{m}, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs}
 	m.public, m.publicLn = handlers.NewServer(m.publicLn, api.Handler(), m.Config.HTTP, docs, ctx)
 	m.admin, m.adminLn = handlers.NewServer(m.adminLn, adm.Handler(), m.Config.HTTP, docs, ctx)
 	for srv, ln := range map[*http.Server]net.Listener{m.public: m.publicLn, m.admin: m.adminLn} {

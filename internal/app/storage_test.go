@@ -113,3 +113,47 @@ func TestSubmissionThatLosesTheLastSlotLeavesNothingBound(t *testing.T) {
 		return h.streamMsgs("KV_idempotency") == 8
 	})
 }
+
+// TestAccountStorageFigures: GET /admin/v1/accounts/{id}/storage tells what
+// the account keeps: its queries and those in flight, its account events,
+// its live files and their bytes, and the file events the store keeps for
+// it. /metrics tells the bytes and messages of every stream and bucket.
+func TestAccountStorageFigures(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	acct := h.accountWith("free", 50)
+	key := h.key(acct)
+	for i := range 2 {
+		h.wait(key, h.submitOK(key, fmt.Sprintf("storage %d: the Danube", i)), 30*time.Second)
+	}
+	kept := h.upload(key, "kept.py", []byte("print('kept')\n"))
+	must(t, kept.status == 201, "upload: %d %s", kept.status, kept.body)
+	gone := h.upload(key, "gone.py", []byte("print('gone')\n"))
+	must(t, gone.status == 201, "upload: %d %s", gone.status, gone.body)
+	del := h.api("DELETE", "/v1/files/"+gone.json(t)["file_id"].(string), key, "")
+	must(t, del.status < 300, "delete: %d %s", del.status, del.body)
+
+	var v map[string]any
+	eventually(t, 15*time.Second, "the account's two queries in its index", func() bool {
+		r := h.admin("GET", "/admin/v1/accounts/"+acct+"/storage", nil)
+		must(t, r.status == 200, "storage: %d %s", r.status, r.body)
+		v = r.json(t)
+		return v["queries"] == 2.0
+	})
+	must(t, v["account_id"] == acct && v["queries_in_flight"] == 0.0, "storage: %v", v)
+	must(t, v["files_live"] == 1.0 && v["files_live_bytes"] == float64(len("print('kept')\n")), "live files: %v", v)
+	// Two uploads, each with its extraction, and one deletion.
+	must(t, v["file_events"] == 5.0 && v["file_event_bytes"].(float64) > 5*100, "file events: %v", v)
+	// The account, its key, its plan grant, and each query's reservation
+	// and settlement.
+	must(t, v["account_events"] == 7.0 && v["account_event_bytes"].(float64) > 7*100, "account events: %v", v)
+	r := h.admin("GET", "/admin/v1/accounts/acct_01m8000000000000000000000x/storage", nil)
+	must(t, r.status == 404 && r.errCode(t) == "not_found", "an unknown account: %d %s", r.status, r.body)
+
+	s := h.scrape(h.m.AdminURL())
+	for _, stream := range []string{"QUERIES", "ACCOUNTS", "FILES", "KV_idempotency", "KV_query_status", "OBJ_files"} {
+		_, ok := s[`crosscheck_stream_bytes{stream="`+stream+`"}`]
+		_, msgs := s[`crosscheck_stream_messages{stream="`+stream+`"}`]
+		must(t, ok && msgs, "/metrics tells no size of %s", stream)
+	}
+}

@@ -694,3 +694,38 @@ func (s *bytesSource) Read(p []byte) (int, error) {
 	s.b = s.b[n:]
 	return n, nil
 }
+
+// Usage is what the store keeps of an account's files.
+type Usage struct {
+	// Live and LiveBytes are the account's live files (uploaded, neither
+	// deleted nor expired) and their bytes.
+	Live      int
+	LiveBytes int64
+	// Events and EventBytes are the account's events the FILES stream
+	// keeps (eventstore.FileEventsMaxAge) and their stored bytes.
+	Events     int
+	EventBytes int64
+}
+
+// Usage returns what the store keeps of the account's files.
+func (s *Service) Usage(ctx context.Context, accountID string) (Usage, error) {
+	recs, err := s.Store.Load(ctx, s.Store.Files, events.Filter(events.AggregateFile, accountID), 1)
+	if err != nil {
+		return Usage{}, err
+	}
+	f := &events.Files{}
+	var u Usage
+	for _, r := range recs {
+		f.Apply(r)
+		u.Events++
+		u.EventBytes += int64(len(r.Raw))
+	}
+	now := s.Now()
+	for _, sf := range f.ByID {
+		if !sf.Deleted && !sf.Expired && now.Before(sf.ExpiresAt) {
+			u.Live++
+			u.LiveBytes += sf.Bytes
+		}
+	}
+	return u, nil
+}

@@ -330,3 +330,20 @@ func (s *Service) inFlight(ctx context.Context, sl slot) (bool, error) {
 	}
 	return sub != nil, nil
 }
+
+// InFlight returns the number of the account's queries in flight (or being
+// admitted), every key's together, as the inflight bucket holds them now.
+func (s *Service) InFlight(ctx context.Context, accountID string) (int, error) {
+	e, err := s.Store.Inflight.Get(ctx, accountID)
+	switch {
+	case errors.Is(err, eventstore.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	var set slots
+	if err := json.Unmarshal(e.Value, &set); err != nil {
+		return 0, fmt.Errorf("in-flight slots of %s: %w", accountID, err)
+	}
+	return len(set.Requests), nil
+}
