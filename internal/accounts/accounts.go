@@ -362,3 +362,21 @@ func ViewOf(a *events.Account, now time.Time) AccountView {
 	}
 	return v
 }
+
+// StoredEvents returns the number of the account's events in the ACCOUNTS
+// stream (its creation, keys, BYOMs and ledger) and their stored bytes; it
+// reads them all. not_found for an unknown account.
+func (s *Service) StoredEvents(ctx context.Context, id string) (int, int64, error) {
+	if _, err := s.Account(ctx, id); err != nil {
+		return 0, 0, err
+	}
+	recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, id), 1)
+	if err != nil {
+		return 0, 0, err
+	}
+	var size int64
+	for _, r := range recs {
+		size += int64(len(r.Raw))
+	}
+	return len(recs), size, nil
+}

@@ -256,6 +256,49 @@ func TestInflightLimitPerKey(t *testing.T) {
 	})
 }
 
+// TestInflightLimitPerAccount: an account's keys together hold at most the
+// account's bound of queries in flight (64 by default), whatever the number
+// of its keys; past it, 429 rate_limited with Retry-After 30 and a message
+// that names the account's bound. Another account is not affected.
+func TestInflightLimitPerAccount(t *testing.T) {
+	t.Parallel()
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	h := newHarness(t, withProviders(func() providers.Set {
+		set, _ := testProviders(func(_ string, p *testProvider) { p.hold = hold })
+		return set
+	}))
+	acct := h.accountWith("enterprise", 1000)
+	var keys []string
+	for range 10 {
+		keys = append(keys, h.key(acct))
+	}
+	var wg sync.WaitGroup
+	results := make([]response, 80)
+	for i := range results {
+		wg.Go(func() {
+			results[i] = h.submit(keys[i%10], map[string]any{"mode": "unify", "prompt": "one account, many keys"})
+		})
+	}
+	wg.Wait()
+	accepted, limited := 0, 0
+	for _, r := range results {
+		switch r.status {
+		case 202:
+			accepted++
+		case 429:
+			limited++
+			must(t, r.errCode(t) == "rate_limited" && r.header.Get("Retry-After") == "30", "429: %s Retry-After %q", r.body, r.header.Get("Retry-After"))
+			must(t, strings.Contains(string(r.body), "account") && strings.Contains(string(r.body), "64"), "the refusal does not name the account's bound: %s", r.body)
+		default:
+			t.Fatalf("unexpected %d %s", r.status, r.body)
+		}
+	}
+	must(t, accepted == 64 && limited == 16, "accepted %d, limited %d; want 64 and 16", accepted, limited)
+	other := h.newKey()
+	must(t, h.submit(other, map[string]any{"mode": "unify", "prompt": "another account"}).status == 202, "another account was refused")
+}
+
 // A slot whose release was lost with its process is freed when the key is
 // next full: its query has a terminal event.
 func TestInflightSlotOfAnEndedQueryHeals(t *testing.T) {
@@ -266,11 +309,11 @@ func TestInflightSlotOfAnEndedQueryHeals(t *testing.T) {
 	for range 8 {
 		id := h.submitOK(key, "ends normally")
 		h.wait(key, id, 30*time.Second)
-		ended = append(ended, map[string]any{"id": id, "at": time.Now().UTC()})
+		ended = append(ended, map[string]any{"id": id, "key": key[5:13], "at": time.Now().UTC()})
 	}
 	// Play eight lost releases: the slots are back although the queries ended.
 	raw, _ := json.Marshal(map[string]any{"requests": ended})
-	_, err := h.m.Store.Inflight.Put(context.Background(), key[5:13], raw)
+	_, err := h.m.Store.Inflight.Put(context.Background(), h.accountOf(key), raw)
 	must(t, err == nil, "put slots: %v", err)
 	h.restart(false) // a new process knows nothing of the key's slots
 	r := h.submit(key, map[string]any{"mode": "unify", "prompt": "after lost releases"})

@@ -125,6 +125,28 @@ type FileStore interface {
 // admission reads it, their bytes and extracted text.
 type uploads struct{ *files.Service }
 
+// storage gathers what the store keeps of an account, for the admin API:
+// each figure from the service that keeps it.
+type storage struct{ m *Main }
+
+// Storage returns the account's figures; not_found for an unknown account.
+func (s storage) Storage(ctx context.Context, accountID string) (handlers.AccountStorage, error) {
+	out := handlers.AccountStorage{AccountID: accountID}
+	var err error
+	if out.AccountEvents, out.AccountEventBytes, err = s.m.Accounts.StoredEvents(ctx, accountID); err != nil {
+		return out, err
+	}
+	if out.Queries, err = s.m.Queries.Count(ctx, accountID); err != nil {
+		return out, err
+	}
+	if out.QueriesInFlight, err = s.m.Queries.InFlight(ctx, accountID); err != nil {
+		return out, err
+	}
+	f, err := s.m.Files.Usage(ctx, accountID)
+	out.FilesLive, out.FilesLiveBytes, out.FileEvents, out.FileEventBytes = f.Live, f.LiveBytes, f.Events, f.EventBytes
+	return out, err
+}
+
 // File returns the metadata of an account's live upload.
 func (u uploads) File(ctx context.Context, accountID, fileID string) (queries.FileInfo, error) {
 	meta, err := u.Get(ctx, accountID, fileID)
@@ -166,6 +188,7 @@ func (m *Main) Open(ctx context.Context) error {
 	} else if m.nc, m.Store, err = openShared(ctx, cfg, "crosscheck-"+m.role(), m.Log); err != nil {
 		return err
 	}
+	m.Store.ObserveSizes()
 	if err := m.loadAdminToken(); err != nil {
 		return err
 	}
@@ -200,7 +223,8 @@ func (m *Main) Open(ctx context.Context) error {
 		m.Log.Warn().Err(err).Msg("pre-flight estimates of these models count one token per four bytes")
 	}
 	models := modes.Models{Providers: registry.Calls(backends, m.RetryDelays, cfg.ModelTimeout), Price: estimator.Cost}
-	m.Files = &files.Service{Store: m.Store, Extract: &extract.Runner{}, Now: m.Now, Log: m.Log, MaxAccountBytes: int64(m.Config.FilesMaxAccountMB) << 20}
+	m.Files = &files.Service{Store: m.Store, Extract: &extract.Runner{}, Now: m.Now, Log: m.Log, MaxAccountBytes: int64(m.Config.FilesMaxAccountMB) << 20,
+		MaxUploadsPerDay: m.Config.FilesMaxUploadsPerDay}
 	if m.Attached == nil {
 		m.Attached = uploads{m.Files}
 	}
@@ -219,11 +243,11 @@ func (m *Main) Open(ctx context.Context) error {
 	for mode := range pipelines {
 		accepted[mode] = true
 	}
-	m.Ledger = &ledger.Service{Accounts: m.Accounts, Estimator: estimator, Now: m.Now}
+	m.Ledger = &ledger.Service{Accounts: m.Accounts, Estimator: estimator, Now: m.Now, CancelPercent: cfg.CancelChargePercent}
 	m.Queries = &queries.Service{
 		Store: m.Store, Catalog: m.Catalog, Modes: accepted, Now: m.Now,
 		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts, Files: m.Attached,
-		Custom: customModels{m.BYOM},
+		Custom: customModels{m.BYOM}, AccountLimit: cfg.InflightPerAccount,
 	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -330,7 +354,7 @@ func (m *Main) listen(ctx context.Context) error {
 		MaxBodiesPerAccount: m.Config.HTTP.MaxBodiesPerAccount, EstimateRate: m.Config.EstimateRate, TrustCallerTrace: m.Config.TrustTraceparent,
 		UploadIdle: m.Config.HTTP.ReadTimeout,
 	}
-	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, BYOM: m.BYOM, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs,
+	adm := &handlers.Admin{Accounts: m.Accounts, Ledger: m.Ledger, BYOM: m.BYOM, Storage: storage{m}, Token: m.Config.AdminToken, Log: m.Log, DocsURL: docs,
 		Ready: m.ready, Stopping: m.stopping.Load, TrustCallerTrace: m.Config.TrustTraceparent}
 	m.public, m.publicLn = handlers.NewServer(m.publicLn, api.Handler(), m.Config.HTTP, docs, ctx)
 	m.admin, m.adminLn = handlers.NewServer(m.adminLn, adm.Handler(), m.Config.HTTP, docs, ctx)

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,7 +131,9 @@ func TestCancelARunningQueryFromAnotherProcess(t *testing.T) {
 	t.Cleanup(probe.free) // before the worker stops, on a failure
 	res := h.wait(key, qid, 30*time.Second)
 	must(t, res["status"] == "failed" && jsonPath(res, "error", "code") == "cancelled", "queued query: %v %v", res["status"], res["error"])
-	must(t, jsonPath(res, "credits", "charged") == 0.0, "queued query charged %v", jsonPath(res, "credits", "charged"))
+	// Charged its cancellation minimum, 10 % of its reservation, and no call.
+	minimum := events.CancellationMinimum(int64(math.Round(jsonPath(res, "credits", "estimated").(float64)*1e6)), 10)
+	must(t, near(jsonPath(res, "credits", "charged").(float64), events.Credits(minimum)), "queued query charged %v, want its minimum %v", jsonPath(res, "credits", "charged"), events.Credits(minimum))
 	must(t, probe.callsFor("queued then cancelled") == 0, "%d model calls for a query cancelled while queued", probe.callsFor("queued then cancelled"))
 	must(t, h.countEvents(qid, "started") == 0, "a query cancelled while queued was started")
 
@@ -199,4 +202,35 @@ func TestCancelARunningQueryFromAnotherProcess(t *testing.T) {
 	}
 	must(t, h.countEvents(id, "cancel_requested") == 1, "a refused cancel appended an event")
 	h.closeAndAudit(api2, worker)
+}
+
+// TestCancelledQueryIsChargedItsMinimum: a query cancelled before any of
+// its model calls is recorded is charged the cancellation minimum, 10 % of
+// its reservation, itemised in its settlement; the audit recomputes it.
+// Submit-then-cancel was free: 4,958 cycles a minute from a free key left
+// its balance at 50.
+func TestCancelledQueryIsChargedItsMinimum(t *testing.T) {
+	t.Parallel()
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	h := newHarness(t, withProviders(func() providers.Set {
+		set, _ := testProviders(func(_ string, p *testProvider) { p.hold = hold })
+		return set
+	}))
+	acct := h.accountWith("free", 50)
+	key := h.key(acct)
+	id := h.submitOK(key, "cancel me at once: the Moon")
+	r := h.api("POST", "/v1/queries/"+id+"/cancel", key, nil)
+	must(t, r.status == 202, "cancel: %d %s", r.status, r.body)
+	res := h.wait(key, id, 30*time.Second)
+	must(t, res["status"] == "failed" && jsonPath(res, "error", "code") == "cancelled", "cancelled query: %v %v", res["status"], res["error"])
+	estimated := int64(math.Round(jsonPath(res, "credits", "estimated").(float64) * 1e6))
+	minimum := (estimated*10 + 99) / 100
+	charged := jsonPath(res, "credits", "charged").(float64)
+	must(t, minimum > 0 && near(charged, float64(minimum)/1e6), "charged %v for a query cancelled before its calls; want 10 %% of its reservation %v, %v", charged, float64(estimated)/1e6, float64(minimum)/1e6)
+	eventually(t, 30*time.Second, "the balance to show the charge", func() bool {
+		acc := h.accountView(acct)
+		return near(acc["balance"].(float64), 50-charged) && acc["reserved"] == 0.0
+	})
+	h.closeAndAudit()
 }

@@ -269,6 +269,7 @@ var (
 		"POST /admin/v1/accounts/{account_id}/credits",
 		"PUT /admin/v1/accounts/{account_id}/monthly-cap",
 		"GET /admin/v1/accounts/{account_id}/ledger",
+		"GET /admin/v1/accounts/{account_id}/storage",
 		"POST /admin/v1/accounts/{account_id}/models",
 		"GET /admin/v1/accounts/{account_id}/models",
 		"GET /admin/v1/accounts/{account_id}/models/{model_id}",

@@ -2,15 +2,18 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"image/png"
 	"mime/multipart"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/crosscheck/crosscheck/internal/config"
+	"github.com/crosscheck/crosscheck/internal/eventstore/storetest"
 )
 
 // stalledUpload sends, as key, an upload's headers and the start of its
@@ -194,4 +197,40 @@ func TestAccountFilesAreBounded(t *testing.T) {
 	must(t, del.status < 300, "delete: %d %s", del.status, del.body)
 	r = h.upload(key, "two.py", content)
 	must(t, r.status == 201, "an upload after a delete made room: %d %s", r.status, r.body)
+}
+
+// TestFileEventsAreBounded: the FILES stream keeps a file's events for a
+// bounded time after the file's own 48 h: an upload-then-delete cycle kept
+// 1.5 KB there forever.
+func TestFileEventsAreBounded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	st, err := storetest.JetStream(t, h.m.Store).Stream(context.Background(), "FILES")
+	must(t, err == nil, "stream: %v", err)
+	cfg := st.CachedInfo().Config
+	must(t, cfg.MaxAge >= 49*time.Hour && cfg.MaxAge <= 7*24*time.Hour, "FILES keeps its events for %s; want a bound past the files' 48 h", cfg.MaxAge)
+}
+
+// TestAccountUploadsPerDayAreBounded: an account uploads at most
+// CROSSCHECK_FILES_MAX_UPLOADS_PER_DAY files in any 24 hours, deleted ones
+// counted: past it, 429 rate_limited with the wait until the oldest of them
+// is a day old. Another account is not affected; a day later the account
+// uploads again.
+func TestAccountUploadsPerDayAreBounded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, withConfig(func(c *config.Config) { c.FilesMaxUploadsPerDay = 3 }))
+	key := h.newKey()
+	for i := range 3 {
+		r := h.upload(key, fmt.Sprintf("churn%d.py", i), []byte("print(1)\n"))
+		must(t, r.status == 201, "upload %d: %d %s", i, r.status, r.body)
+		del := h.api("DELETE", "/v1/files/"+r.json(t)["file_id"].(string), key, "")
+		must(t, del.status < 300, "delete %d: %d %s", i, del.status, del.body)
+	}
+	r := h.upload(key, "fourth.py", []byte("print(1)\n"))
+	must(t, r.status == 429 && r.errCode(t) == "rate_limited" && strings.Contains(string(r.body), "3 files in the last 24 hours"), "a fourth upload in a day: %d %s", r.status, r.body)
+	ra, err := strconv.Atoi(r.header.Get("Retry-After"))
+	must(t, err == nil && ra > 23*3600 && ra <= 24*3600, "Retry-After %q, want the wait until the first upload is a day old", r.header.Get("Retry-After"))
+	must(t, h.upload(h.newKey(), "other.py", []byte("print(1)\n")).status == 201, "another account's upload")
+	h.clock.Advance(24*time.Hour + time.Minute)
+	must(t, h.upload(key, "next-day.py", []byte("print(1)\n")).status == 201, "an upload a day later")
 }

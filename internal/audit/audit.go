@@ -51,6 +51,8 @@ type settlement struct {
 	charged int64
 	reason  string
 	ending  *events.QueryEnding
+	// cancellation is the settlement's cancellation charge, if any.
+	cancellation *events.CancellationCharge
 }
 
 type queryMoney struct {
@@ -108,6 +110,13 @@ func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 						id, r.Seq, r.Envelope.Type, short(prev), short(a.Ledger.Head))
 				}
 			}
+			// A settlement is decided on the state before it: its
+			// cancellation charge is recomputed on that.
+			var open *events.OpenQuery
+			if e, ok := r.Event.(events.ChargesSettled); ok && a.Ledger.Open[e.RequestID] != nil {
+				o := *a.Ledger.Open[e.RequestID]
+				open = &o
+			}
 			a.Apply(r)
 			if doc != nil && r.Seq == doc.Seq {
 				l := projections.LedgerDocOf(a.Ledger)
@@ -148,7 +157,11 @@ func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 						rep.problem("query %s, call %s: cost %d is not its tokens at its price", e.RequestID, c.CallID, c.CostMicros)
 					}
 				}
-				m.settled = &settlement{charged: e.ChargedMicros, reason: e.Reason, ending: e.Ending}
+				if c := e.Cancellation; c != nil {
+					checkCancellation(rep, e, open, m)
+					m.sum += c.AmountMicros
+				}
+				m.settled = &settlement{charged: e.ChargedMicros, reason: e.Reason, ending: e.Ending, cancellation: e.Cancellation}
 			case events.CreditsReleased:
 				if m := q(e.RequestID); m.settled == nil {
 					m.settled = &settlement{charged: e.ChargedMicros, reason: e.Reason}
@@ -164,6 +177,35 @@ func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 		checkQuery(ctx, store, rep, req, queries[req])
 	}
 	return rep, nil
+}
+
+// checkCancellation recomputes the cancellation charge of settlement e
+// from the query's open reservation before it (open) and the calls the
+// settlement and the debits before it charged (m): its percent in range,
+// its basis, minimum and cost as the policy makes them, its amount and
+// write-off adding up to its cost, and an ending that says the query was
+// cancelled.
+func checkCancellation(rep *Report, e events.ChargesSettled, open *events.OpenQuery, m *queryMoney) {
+	c := e.Cancellation
+	if e.Ending == nil || e.Ending.Status != events.StatusFailed || e.Ending.Code != events.Cancelled().Code {
+		rep.problem("query %s: a cancellation charge in a settlement whose ending is not a cancel", e.RequestID)
+	}
+	if c.Percent < 1 || c.Percent > 100 {
+		rep.problem("query %s: cancellation charge of %d %%, outside 1–100", e.RequestID, c.Percent)
+		return
+	}
+	if open == nil {
+		return // no reservation: reported by checkQuery
+	}
+	want := events.CancellationDue(*open, m.sum, c.Percent)
+	if c.BasisMicros != want.BasisMicros || c.MinimumMicros != want.MinimumMicros || c.CostMicros != want.CostMicros {
+		rep.problem("query %s: cancellation charge of basis %s, minimum %s, cost %s; the reservation and the calls make basis %s, minimum %s, cost %s at %d %%",
+			e.RequestID, events.FormatCredits(c.BasisMicros), events.FormatCredits(c.MinimumMicros), events.FormatCredits(c.CostMicros),
+			events.FormatCredits(want.BasisMicros), events.FormatCredits(want.MinimumMicros), events.FormatCredits(want.CostMicros), c.Percent)
+	}
+	if c.AmountMicros < 0 || c.WrittenOffMicros < 0 || c.AmountMicros+c.WrittenOffMicros != c.CostMicros {
+		rep.problem("query %s: cancellation charge: amount %d + written off %d ≠ cost %d", e.RequestID, c.AmountMicros, c.WrittenOffMicros, c.CostMicros)
+	}
 }
 
 func short(h string) string {
@@ -248,6 +290,9 @@ func checkQuery(ctx context.Context, store *eventstore.Store, rep *Report, req s
 	}
 	if q.ChargedMicros != nil && *q.ChargedMicros != m.sum {
 		rep.problem("query %s: the query records a charge of %s credits, its debits sum to %s", req, events.FormatCredits(*q.ChargedMicros), events.FormatCredits(m.sum))
+	}
+	if m.settled != nil && m.settled.cancellation != nil && !q.CancelRequested {
+		rep.problem("query %s: charged for a cancel that was never requested", req)
 	}
 	if m.settled != nil && m.settled.ending != nil && q.Terminal() {
 		end := m.settled.ending

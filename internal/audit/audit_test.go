@@ -290,3 +290,72 @@ func TestAuditChecksTheReadModelAtItsOwnSequence(t *testing.T) {
 		t.Fatalf("audit of a read model that differs at its sequence:\n%s", out)
 	}
 }
+
+// A cancelled query's settlement carries its cancellation charge, which the
+// audit recomputes from the reservation and the calls: an honest one
+// passes; one that charges more than the policy makes, and one for a query
+// whose cancel was never requested, are named, and only those.
+func TestAuditRecomputesTheCancellationCharge(t *testing.T) {
+	f := newFixture(t)
+	f.led.CancelPercent = 10
+	view, err := f.led.Accounts.CreateAccount(f.ctx, "cancelling", events.PlanFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	honest, overcharged, unasked := "req_01M8000000000000000000000H", "req_01M8000000000000000000000C", "req_01M8000000000000000000000U"
+	submitted := func(id string) events.QuerySubmitted {
+		if err := f.led.Reserve(f.ctx, acct, id, 2*events.MicrosPerCredit, false); err != nil {
+			t.Fatal(err)
+		}
+		return events.QuerySubmitted{RequestID: id, AccountID: acct, Mode: "unify", Prompt: "p", Models: []events.ModelRef{model}}
+	}
+	end := func(id string, charged int64) {
+		f.query(id, events.WithCharge(events.Cancelled(), charged))
+	}
+	q := f.query(honest, submitted(honest), events.QueryCancelRequested{KeyFingerprint: "abcdefgh"})
+	s, err := f.led.Settle(f.ctx, acct, honest, q.Calls, events.EndingOf(events.Cancelled()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Cancellation == nil || s.ChargedMicros != 200_000 || s.Cancellation.AmountMicros != 200_000 {
+		t.Fatalf("the settlement of a query cancelled before its calls: %+v", s)
+	}
+	end(honest, s.ChargedMicros)
+	if rep := f.audit(); !rep.OK() {
+		t.Fatalf("audit of an honest cancellation charge:\n%s", f.report(rep))
+	}
+
+	f.query(overcharged, submitted(overcharged), events.QueryCancelRequested{KeyFingerprint: "abcdefgh"})
+	var charged int64
+	err = f.led.Accounts.Update(f.ctx, acct, nil, func(a *events.Account) ([]events.Event, error) {
+		ev := a.DecideCancelledSettle(overcharged, nil, "settled", 10).(events.ChargesSettled)
+		// Chained and appended like any settlement, but charging twice the
+		// policy's minimum.
+		ev.Cancellation.CostMicros *= 2
+		ev.Cancellation.AmountMicros *= 2
+		ev.ChargedMicros = ev.Cancellation.AmountMicros
+		ev.ReleasedMicros = 2*events.MicrosPerCredit - ev.ChargedMicros
+		ev.Ending = events.EndingOf(events.Cancelled())
+		charged = ev.ChargedMicros
+		return []events.Event{ev}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end(overcharged, charged)
+
+	q = f.query(unasked, submitted(unasked))
+	s, err = f.led.Settle(f.ctx, acct, unasked, q.Calls, events.EndingOf(events.Cancelled()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end(unasked, s.ChargedMicros)
+
+	rep := f.audit()
+	out := f.report(rep)
+	if len(rep.Problems) != 2 || !strings.Contains(out, overcharged+": cancellation charge of basis 2, minimum 0.2, cost 0.4") ||
+		!strings.Contains(out, unasked+": charged for a cancel that was never requested") || strings.Contains(out, honest) {
+		t.Fatalf("the audit of cancellation charges:\n%s", out)
+	}
+}

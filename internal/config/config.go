@@ -75,6 +75,19 @@ type Config struct {
 	// FilesMaxAccountMB bounds the MiB of an account's live files (uploaded,
 	// neither deleted nor expired); zero is no bound.
 	FilesMaxAccountMB int
+	// FilesMaxUploadsPerDay bounds the files one account uploads in any 24
+	// hours, so that what the FILES stream keeps of an account is bounded
+	// (it keeps a file's events for a day after the file's 48 h); zero is
+	// no bound.
+	FilesMaxUploadsPerDay int
+	// InflightPerAccount bounds the queries in flight of one account, all
+	// its API keys together (each key has its own 8 besides); zero is no
+	// bound.
+	InflightPerAccount int
+	// CancelChargePercent is the share of its reservation, in percent,
+	// that a cancelled query is charged at least: 0 charges only the model
+	// calls it recorded.
+	CancelChargePercent int
 	// HTTP bounds what one client can hold of the HTTP servers.
 	HTTP HTTPLimits
 	// PrintFirstKey makes the first start of crosscheck serve print the
@@ -176,8 +189,11 @@ func Defaults() Config {
 		AccountMaxKeys:          16,
 		// A tenth of a core per key: about 100 ordinary estimates a second,
 		// under one of the largest (0.14 s).
-		EstimateRate:      100 * time.Millisecond,
-		FilesMaxAccountMB: 2048,
+		EstimateRate:          100 * time.Millisecond,
+		FilesMaxAccountMB:     2048,
+		FilesMaxUploadsPerDay: 10000,
+		InflightPerAccount:    64,
+		CancelChargePercent:   10,
 		HTTP: HTTPLimits{
 			MaxHeaderBytes:    32 << 10,
 			MaxConns:          4096,
@@ -260,6 +276,12 @@ func FromEnv() (Config, error) {
 	integer("CROSSCHECK_HTTP_MAX_BODIES_PER_ACCOUNT", &c.HTTP.MaxBodiesPerAccount, 0)
 	integer("CROSSCHECK_ACCOUNT_MAX_KEYS", &c.AccountMaxKeys, 1)
 	integer("CROSSCHECK_FILES_MAX_ACCOUNT_MB", &c.FilesMaxAccountMB, 0)
+	integer("CROSSCHECK_FILES_MAX_UPLOADS_PER_DAY", &c.FilesMaxUploadsPerDay, 0)
+	integer("CROSSCHECK_INFLIGHT_PER_ACCOUNT", &c.InflightPerAccount, 0)
+	integer("CROSSCHECK_CANCEL_CHARGE_PERCENT", &c.CancelChargePercent, 0)
+	if c.CancelChargePercent > 100 {
+		errs = append(errs, fmt.Sprintf("CROSSCHECK_CANCEL_CHARGE_PERCENT=%d must be a percentage from 0 to 100", c.CancelChargePercent))
+	}
 	integer("CROSSCHECK_HTTP_MAX_CONNS", &c.HTTP.MaxConns, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR", &c.HTTP.MaxConnsPerAddr, 0)
 	if v := os.Getenv("CROSSCHECK_TRUST_TRACEPARENT"); v != "" {

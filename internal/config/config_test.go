@@ -102,3 +102,29 @@ func TestAccountBoundsFromEnv(t *testing.T) {
 		})
 	}
 }
+
+// The storage and fairness bounds: their defaults, a value read, and a
+// value out of range refused with the setting named.
+func TestStorageBoundsFromEnv(t *testing.T) {
+	c, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.InflightPerAccount != 64 || c.CancelChargePercent != 10 || c.FilesMaxUploadsPerDay != 10000 {
+		t.Fatalf("defaults: in flight per account %d, cancel charge %d %%, uploads per day %d", c.InflightPerAccount, c.CancelChargePercent, c.FilesMaxUploadsPerDay)
+	}
+	t.Setenv("CROSSCHECK_INFLIGHT_PER_ACCOUNT", "0")
+	t.Setenv("CROSSCHECK_CANCEL_CHARGE_PERCENT", "25")
+	t.Setenv("CROSSCHECK_FILES_MAX_UPLOADS_PER_DAY", "3")
+	if c, err = FromEnv(); err != nil || c.InflightPerAccount != 0 || c.CancelChargePercent != 25 || c.FilesMaxUploadsPerDay != 3 {
+		t.Fatalf("read: %+v, %v", c, err)
+	}
+	for name, v := range map[string]string{"CROSSCHECK_CANCEL_CHARGE_PERCENT": "101", "CROSSCHECK_INFLIGHT_PER_ACCOUNT": "-1", "CROSSCHECK_FILES_MAX_UPLOADS_PER_DAY": "many"} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, v)
+			if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s=%s: err = %v", name, v, err)
+			}
+		})
+	}
+}

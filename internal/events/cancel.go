@@ -18,7 +18,7 @@ func init() {
 }
 
 // CancelledMessage is the message of a cancelled query's error.
-const CancelledMessage = "the query was cancelled at its owner's request (POST /v1/queries/{id}/cancel); it was charged for the model calls that had finished"
+const CancelledMessage = "the query was cancelled at its owner's request (POST /v1/queries/{id}/cancel); it was charged for the model calls that had finished, and at least the cancellation charge's share of its reservation when one is set"
 
 // Cancelled is the ending of a query whose cancel was requested.
 func Cancelled() QueryFailed {

@@ -129,8 +129,52 @@ type ChargesSettled struct {
 	// running anything again. Nil in settlements of builds that recorded the
 	// ending on the query (credits_settled).
 	Ending *QueryEnding `json:"ending,omitempty"`
+	// Cancellation is the charge that brings a cancelled query's charge up
+	// to its minimum; nil for a query that was not cancelled, and in
+	// settlements of builds without the charge. ChargedMicros includes its
+	// amount.
+	Cancellation *CancellationCharge `json:"cancellation,omitempty"`
 	LedgerLink
 }
+
+// CancellationCharge is the item of a cancelled query's settlement that
+// makes the query cost at least Percent % of its reservation (BasisMicros):
+// MinimumMicros, rounded up to a whole micro-credit. Its cost is what the
+// query's calls were charged short of that minimum (0 when they were
+// charged as much or more); as for a call, AmountMicros is what was charged
+// and WrittenOffMicros what the reservation and the balance could not
+// cover.
+type CancellationCharge struct {
+	Percent          int   `json:"percent"`
+	BasisMicros      int64 `json:"basis_micros"`
+	MinimumMicros    int64 `json:"minimum_micros"`
+	CostMicros       int64 `json:"cost_micros"`
+	AmountMicros     int64 `json:"amount_micros"`
+	WrittenOffMicros int64 `json:"written_off_micros"`
+}
+
+// cancellationItem is the key under which a settlement's cancellation
+// charge is drawn from its open query.
+const cancellationItem = "cancellation"
+
+// CancellationMinimum is percent % of basis micro-credits, rounded up; 0
+// for a percent or a basis of 0 or less. It never overflows within the
+// safe range.
+func CancellationMinimum(basis int64, percent int) int64 {
+	if basis <= 0 || percent <= 0 {
+		return 0
+	}
+	p := int64(min(percent, 100))
+	return basis/100*p + (basis%100*p+99)/100
+}
+
+// CancellationBasis is the reservation a cancellation charge is a share
+// of: what the open query o still holds plus what it was charged before its
+// settlement (the per-call debits of earlier builds, drawn from the
+// reservation first). That is the query's whole reservation whenever the
+// charge can be above zero: a query charged more than its reservation owes
+// no cancellation charge.
+func CancellationBasis(o OpenQuery) int64 { return o.ReservedMicros + o.ChargedMicros }
 
 // MonthlyCapSet sets or (nil) removes the account's monthly spending cap.
 type MonthlyCapSet struct {
@@ -319,6 +363,9 @@ func (a *Account) applyLedger(r Record) bool {
 					l.charge(o, c.CallID, c.AmountMicros, r.Envelope.Time)
 				}
 			}
+			if c := e.Cancellation; c != nil && c.AmountMicros > 0 {
+				l.charge(o, cancellationItem, c.AmountMicros, r.Envelope.Time)
+			}
 			l.release(e.RequestID, o)
 		}
 	case CreditsReleased:
@@ -481,6 +528,16 @@ func (a *Account) DecideRelease(requestID, reason string) Event {
 // off: the balance never goes below zero. It is nil when the query holds no
 // open reservation: a query is settled once.
 func (a *Account) DecideSettle(requestID string, calls []SettledCall, reason string) Event {
+	return a.DecideCancelledSettle(requestID, calls, reason, 0)
+}
+
+// DecideCancelledSettle decides the settlement of a cancelled query as
+// DecideSettle does, and charges it at least percent % of its reservation
+// (CancellationMinimum of CancellationBasis): when its calls come to less,
+// the settlement carries a CancellationCharge for the rest, drawn like a
+// call, from the reservation first, then the balance, the rest written off.
+// A percent of 0 or less charges nothing beyond the calls, with no item.
+func (a *Account) DecideCancelledSettle(requestID string, calls []SettledCall, reason string, percent int) Event {
 	o := a.Ledger.Open[requestID]
 	if o == nil {
 		return nil
@@ -503,7 +560,29 @@ func (a *Account) DecideSettle(requestID string, calls []SettledCall, reason str
 		charged += c.AmountMicros
 		out = append(out, c)
 	}
-	return ChargesSettled{RequestID: requestID, Calls: out, ChargedMicros: charged, ReleasedMicros: reserved, Reason: reason}
+	s := ChargesSettled{RequestID: requestID, Calls: out, ChargedMicros: charged, ReleasedMicros: reserved, Reason: reason}
+	if percent > 0 {
+		c := CancellationDue(*o, charged, percent)
+		c.AmountMicros = min(c.CostMicros, reserved+balance)
+		c.WrittenOffMicros = c.CostMicros - c.AmountMicros
+		fromReservation := min(c.AmountMicros, reserved)
+		s.ReleasedMicros -= fromReservation
+		s.ChargedMicros += c.AmountMicros
+		s.Cancellation = &c
+	}
+	return s
+}
+
+// CancellationDue is the cancellation charge of the open query o, settled
+// with its calls charged charged micro-credits in all, at percent: its
+// basis, minimum and cost (AmountMicros and WrittenOffMicros are left to
+// the settlement, which knows what the reservation and the balance hold).
+// The audit recomputes each settlement's charge with it.
+func CancellationDue(o OpenQuery, charged int64, percent int) CancellationCharge {
+	c := CancellationCharge{Percent: percent, BasisMicros: CancellationBasis(o)}
+	c.MinimumMicros = CancellationMinimum(c.BasisMicros, percent)
+	c.CostMicros = max(c.MinimumMicros-charged, 0)
+	return c
 }
 
 // DecideAdjust decides an administrator's adjustment. It refuses with an

@@ -341,3 +341,80 @@ func TestLedgerConservation(t *testing.T) {
 		}
 	}
 }
+
+func TestCancellationMinimum(t *testing.T) {
+	cases := []struct {
+		basis   int64
+		percent int
+		want    int64
+	}{
+		{1_164_375, 10, 116_438}, // rounded up to a whole micro-credit
+		{1_000_000, 10, 100_000},
+		{1, 10, 1},
+		{0, 10, 0},
+		{5 * credit, 0, 0},
+		{5 * credit, 100, 5 * credit},
+		{5 * credit, 150, 5 * credit}, // never more than the basis
+		{MaxMicros, 99, MaxMicros / 100 * 99},
+		{MaxMicros - 1, 37, (MaxMicros-1)/100*37 + ((MaxMicros-1)%100*37+99)/100},
+	}
+	for _, c := range cases {
+		if got := CancellationMinimum(c.basis, c.percent); got != c.want {
+			t.Errorf("CancellationMinimum(%d, %d) = %d, want %d", c.basis, c.percent, got, c.want)
+		}
+	}
+}
+
+// A cancelled query is charged at least its minimum: its calls, then a
+// cancellation item for what they come short of it, drawn from the
+// reservation, the rest released; the fold draws the same.
+func TestDecideCancelledSettle(t *testing.T) {
+	call := func(id string, cost int64) SettledCall {
+		return SettledCall{CallID: id, Step: "model_answered", CostMicros: cost}
+	}
+	cases := []struct {
+		name                   string
+		balance, reserve       int64
+		calls                  []SettledCall
+		percent                int
+		wantCost, wantAmount   int64
+		wantOff, wantCharged   int64
+		wantReleased, balance2 int64
+		wantItem               bool
+	}{
+		{name: "no call: the minimum", balance: 10 * credit, reserve: 2 * credit, percent: 10,
+			wantItem: true, wantCost: 200_000, wantAmount: 200_000, wantCharged: 200_000, wantReleased: 1_800_000, balance2: 9_800_000},
+		{name: "calls short of the minimum", balance: 10 * credit, reserve: 2 * credit, percent: 10, calls: []SettledCall{call("c1", 50_000)},
+			wantItem: true, wantCost: 150_000, wantAmount: 150_000, wantCharged: 200_000, wantReleased: 1_800_000, balance2: 9_800_000},
+		{name: "calls past the minimum", balance: 10 * credit, reserve: 2 * credit, percent: 10, calls: []SettledCall{call("c1", 700_000)},
+			wantItem: true, wantCharged: 700_000, wantReleased: 1_300_000, balance2: 9_300_000},
+		{name: "no charge set", balance: 10 * credit, reserve: 2 * credit, percent: 0,
+			wantReleased: 2 * credit, balance2: 10 * credit},
+		{name: "a reservation of 0", balance: 10 * credit, reserve: 0, percent: 10,
+			wantItem: true, balance2: 10 * credit},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := ledgerAt(t, testTime, CreditsGranted{AmountMicros: c.balance}, CreditsReserved{RequestID: "q1", AmountMicros: c.reserve})
+			ev := a.DecideCancelledSettle("q1", c.calls, "settled", c.percent).(ChargesSettled)
+			if ev.ChargedMicros != c.wantCharged || ev.ReleasedMicros != c.wantReleased {
+				t.Fatalf("charged %d released %d, want %d and %d", ev.ChargedMicros, ev.ReleasedMicros, c.wantCharged, c.wantReleased)
+			}
+			if (ev.Cancellation != nil) != c.wantItem {
+				t.Fatalf("cancellation item %+v, want one: %v", ev.Cancellation, c.wantItem)
+			}
+			if it := ev.Cancellation; it != nil {
+				if it.Percent != c.percent || it.BasisMicros != c.reserve || it.CostMicros != c.wantCost || it.AmountMicros != c.wantAmount || it.WrittenOffMicros != c.wantOff {
+					t.Fatalf("cancellation item %+v", *it)
+				}
+			}
+			apply(t, a, testTime, ev)
+			if a.Ledger.BalanceMicros != c.balance2 || a.Ledger.ReservedMicros != 0 || len(a.Ledger.Open) != 0 {
+				t.Fatalf("after the settlement: balance %d reserved %d open %d; want balance %d", a.Ledger.BalanceMicros, a.Ledger.ReservedMicros, len(a.Ledger.Open), c.balance2)
+			}
+			if a.Ledger.SpentMonthMicros != c.wantCharged {
+				t.Fatalf("spent this month %d, want %d", a.Ledger.SpentMonthMicros, c.wantCharged)
+			}
+		})
+	}
+}

@@ -61,6 +61,11 @@ const openTimeout = 30 * time.Second
 // keeps entries an hour longer so the check, not the expiry, decides.
 const IdempotencyTTL = 25 * time.Hour
 
+// MarkerTTL is how long the idempotency bucket keeps the marker of a key it
+// no longer holds (a binding removed with Purge, or expired): the least
+// JetStream allows. A removed binding leaves nothing after it.
+const MarkerTTL = time.Second
+
 // ErrConflict is returned when a write was conditional on a state that
 // moved on: an append whose aggregate has a later event than expected, or a
 // bucket write whose entry has a later revision (or exists, for Create).
@@ -157,6 +162,8 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	s := &Store{nc: nc, js: js, replicas: replicas}
+	files := eventStream(StreamFiles, "Every event of every account's files (uploaded, extracted, deleted, expired): ev.file.<account_id>.<event>; each kept for the file's 48 h and a day", "ev.file.>", true)
+	files.MaxAge = FileEventsMaxAge
 	streams := []struct {
 		dst **Stream
 		cfg jetstream.StreamConfig
@@ -171,7 +178,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 			Retention:   jetstream.WorkQueuePolicy,
 			MaxAge:      30 * 24 * time.Hour,
 		}},
-		{&s.Files, eventStream(StreamFiles, "Every event of every account's files (uploaded, extracted, deleted, expired): ev.file.<account_id>.<event>", "ev.file.>", true)},
+		{&s.Files, files},
 	}
 	buckets := []struct {
 		dst **Bucket
@@ -181,8 +188,8 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		{&s.QueryList, jetstream.KeyValueConfig{Bucket: BucketQueryList, Description: queryListDescription}},
 		{&s.Balances, jetstream.KeyValueConfig{Bucket: BucketBalances, Description: balancesDescription}},
 		{&s.Keys, jetstream.KeyValueConfig{Bucket: BucketKeys, Description: "API key states by fingerprint, a projection of ACCOUNTS"}},
-		{&s.Idempotency, jetstream.KeyValueConfig{Bucket: BucketIdempotency, Description: "Idempotency-Key claims", TTL: IdempotencyTTL}},
-		{&s.Inflight, jetstream.KeyValueConfig{Bucket: BucketInflight, Description: "In-flight query slots by API key fingerprint"}},
+		{&s.Idempotency, jetstream.KeyValueConfig{Bucket: BucketIdempotency, Description: "Idempotency-Key claims", TTL: IdempotencyTTL, LimitMarkerTTL: MarkerTTL}},
+		{&s.Inflight, jetstream.KeyValueConfig{Bucket: BucketInflight, Description: "In-flight query slots by account id, every API key of the account in one set"}},
 		{&s.Projections, jetstream.KeyValueConfig{Bucket: BucketProjections, Description: "The last event each projection applied, by projection name"}},
 		{&s.Leases, jetstream.KeyValueConfig{Bucket: BucketLeases, Description: "The process that runs each projection, by projection name", TTL: LeaseTTL}},
 	}

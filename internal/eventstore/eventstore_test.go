@@ -140,6 +140,43 @@ func TestBucketErrors(t *testing.T) {
 	}
 }
 
+// A key purged from the idempotency bucket leaves nothing after the
+// bucket's marker TTL: the bucket's stream holds no message of it. A purge
+// at a wrong revision is a conflict and removes nothing; a purged key can
+// be created again at once.
+func TestPurgeLeavesNothing(t *testing.T) {
+	store := storetest.Open(t)
+	ctx := context.Background()
+	kv := store.Idempotency
+	rev, err := kv.Create(ctx, "bound", []byte("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(ctx, "bound", rev+1, eventstore.MarkerTTL); !errors.Is(err, eventstore.ErrConflict) {
+		t.Fatalf("purge at a wrong revision: %v, want ErrConflict", err)
+	}
+	if err := kv.Purge(ctx, "bound", rev, eventstore.MarkerTTL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, "bound"); !errors.Is(err, eventstore.ErrNotFound) {
+		t.Fatalf("get of a purged key: %v, want ErrNotFound", err)
+	}
+	st, err := storetest.JetStream(t, store).Stream(ctx, "KV_"+eventstore.BucketIdempotency)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.WaitFor(t, 10*time.Second, "the purge marker to expire", func() bool {
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	})
+	if _, err := kv.Create(ctx, "bound", []byte("2")); err != nil {
+		t.Fatalf("create after a purge: %v", err)
+	}
+	if err := kv.Purge(ctx, "absent", 0, eventstore.MarkerTTL); err != nil {
+		t.Fatalf("purge of an absent key: %v", err)
+	}
+}
+
 // Change is a compare-and-set: concurrent changes from several processes
 // each land once.
 func TestChangeAppliesEveryConcurrentChangeOnce(t *testing.T) {

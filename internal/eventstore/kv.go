@@ -85,6 +85,22 @@ func (b *Bucket) Delete(ctx context.Context, key string, rev uint64) error {
 	return nil
 }
 
+// Purge removes key with every revision of it; with rev > 0 only if its
+// last revision is rev (ErrConflict otherwise). The bucket keeps no
+// marker of it for more than its marker TTL (the bucket must have one:
+// MarkerTTL for the idempotency bucket), where a Delete leaves one for the
+// bucket's whole TTL. Purging an absent key succeeds.
+func (b *Bucket) Purge(ctx context.Context, key string, rev uint64, markerTTL time.Duration) error {
+	opts := []jetstream.KVDeleteOpt{jetstream.PurgeTTL(markerTTL)}
+	if rev > 0 {
+		opts = append(opts, jetstream.LastRevision(rev))
+	}
+	if err := b.handle().Purge(ctx, key, opts...); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return classify("purge "+b.name+" "+key, err)
+	}
+	return nil
+}
+
 // ErrStale, returned by the decide function of Change, asks Change to read
 // the entry from the bucket and decide again.
 var ErrStale = errors.New("event store: decided on a stale entry")

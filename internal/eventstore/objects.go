@@ -24,6 +24,12 @@ const (
 	ObjectsFiles = "files"
 	// FilesTTL is how long the files bucket keeps an object.
 	FilesTTL = 48 * time.Hour
+	// FileEventsMaxAge is how long the FILES stream keeps an event: a day
+	// past the life of the file it names, so that an expired file is still
+	// told apart from an unknown one for a day, and what a file leaves
+	// behind (deleted or not) goes with it. An event's bytes were kept
+	// forever, an upload then its deletion's 1.5 KB each.
+	FileEventsMaxAge = FilesTTL + 24*time.Hour
 )
 
 // Objects is an Object Store bucket of the store.

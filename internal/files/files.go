@@ -83,6 +83,10 @@ type Service struct {
 	// MaxAccountBytes bounds the bytes of an account's live files
 	// (uploaded, neither deleted nor expired); zero is no bound.
 	MaxAccountBytes int64
+	// MaxUploadsPerDay bounds the files an account uploads in any 24
+	// hours, deleted ones counted; zero is no bound. With the FILES
+	// stream's age limit it bounds what the stream keeps of an account.
+	MaxUploadsPerDay int
 
 	once  sync.Once
 	slots chan struct{}
@@ -142,6 +146,13 @@ func (s *Service) Upload(ctx context.Context, caller accounts.Caller, name, purp
 		}
 		return Meta{}, apperr.New(apperr.UnsupportedFileType, "%s; accepted: PNG, JPG, GIF, WEBP images, PDF, DOC, DOCX, and py, js, ts, html, css, json, yaml, sql text", what)
 	}
+	f, err := s.loadForUpload(ctx, caller.AccountID)
+	if err != nil {
+		return Meta{}, err
+	}
+	if err := s.withinDay(f); err != nil {
+		return Meta{}, err
+	}
 	head := make([]byte, sniffBytes)
 	n, err := io.ReadFull(body, head)
 	switch {
@@ -159,10 +170,7 @@ func (s *Service) Upload(ctx context.Context, caller accounts.Caller, name, purp
 	// An account whose live files hold its bound already is refused before
 	// anything is stored; one this file takes past it, once its size is
 	// known.
-	used, err := s.usedBytes(ctx, caller.AccountID)
-	if err != nil {
-		return Meta{}, err
-	}
+	used := s.usedBytes(f)
 	if err := s.fits(used, 0); err != nil {
 		return Meta{}, err
 	}
@@ -303,15 +311,20 @@ func bodyError(err error, max int64) error {
 	return apperr.New(apperr.InvalidRequest, "the upload ended before the whole file arrived")
 }
 
-// usedBytes returns the bytes of the account's live files; 0 without a
-// bound to check them against.
-func (s *Service) usedBytes(ctx context.Context, accountID string) (int64, error) {
-	if s.MaxAccountBytes <= 0 {
-		return 0, nil
+// loadForUpload folds the account's files for the bounds of an upload;
+// nil, with nothing read, when no bound is set.
+func (s *Service) loadForUpload(ctx context.Context, accountID string) (*events.Files, error) {
+	if s.MaxAccountBytes <= 0 && s.MaxUploadsPerDay <= 0 {
+		return nil, nil
 	}
-	f, err := s.load(ctx, accountID)
-	if err != nil {
-		return 0, err
+	return s.load(ctx, accountID)
+}
+
+// usedBytes returns the bytes of the live files of f; 0 without a bound to
+// check them against.
+func (s *Service) usedBytes(f *events.Files) int64 {
+	if s.MaxAccountBytes <= 0 || f == nil {
+		return 0
 	}
 	now := s.Now()
 	var used int64
@@ -320,7 +333,34 @@ func (s *Service) usedBytes(ctx context.Context, accountID string) (int64, error
 			used += sf.Bytes
 		}
 	}
-	return used, nil
+	return used
+}
+
+// uploadDay is the window of MaxUploadsPerDay.
+const uploadDay = 24 * time.Hour
+
+// withinDay refuses, with rate_limited, an upload of an account whose files
+// f count MaxUploadsPerDay uploads in the last 24 hours; its Retry-After is
+// the wait until the oldest of them is a day old.
+func (s *Service) withinDay(f *events.Files) error {
+	if s.MaxUploadsPerDay <= 0 || f == nil {
+		return nil
+	}
+	now := s.Now()
+	var recent []time.Time
+	for _, sf := range f.ByID {
+		if now.Sub(sf.CreatedAt) < uploadDay {
+			recent = append(recent, sf.CreatedAt)
+		}
+	}
+	if len(recent) < s.MaxUploadsPerDay {
+		return nil
+	}
+	slices.SortFunc(recent, func(a, b time.Time) int { return a.Compare(b) })
+	// The upload that must be a day old for one more to fit.
+	wait := recent[len(recent)-s.MaxUploadsPerDay].Add(uploadDay).Sub(now)
+	return &apperr.Error{Code: apperr.RateLimited, RetryAfter: max(int((wait+time.Second-1)/time.Second), 1),
+		Message: fmt.Sprintf("this account uploaded %d files in the last 24 hours (deleted ones count), its bound; the next upload fits in %s", len(recent), wait.Round(time.Minute))}
 }
 
 // fits refuses a file of size when the account's live files, holding used
@@ -654,4 +694,39 @@ func (s *bytesSource) Read(p []byte) (int, error) {
 	n := copy(p, s.b)
 	s.b = s.b[n:]
 	return n, nil
+}
+
+// Usage is what the store keeps of an account's files.
+type Usage struct {
+	// Live and LiveBytes are the account's live files (uploaded, neither
+	// deleted nor expired) and their bytes.
+	Live      int
+	LiveBytes int64
+	// Events and EventBytes are the account's events the FILES stream
+	// keeps (eventstore.FileEventsMaxAge) and their stored bytes.
+	Events     int
+	EventBytes int64
+}
+
+// Usage returns what the store keeps of the account's files.
+func (s *Service) Usage(ctx context.Context, accountID string) (Usage, error) {
+	recs, err := s.Store.Load(ctx, s.Store.Files, events.Filter(events.AggregateFile, accountID), 1)
+	if err != nil {
+		return Usage{}, err
+	}
+	f := &events.Files{}
+	var u Usage
+	for _, r := range recs {
+		f.Apply(r)
+		u.Events++
+		u.EventBytes += int64(len(r.Raw))
+	}
+	now := s.Now()
+	for _, sf := range f.ByID {
+		if !sf.Deleted && !sf.Expired && now.Before(sf.ExpiresAt) {
+			u.Live++
+			u.LiveBytes += sf.Bytes
+		}
+	}
+	return u, nil
 }

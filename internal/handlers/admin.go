@@ -37,10 +37,40 @@ type LedgerAdmin interface {
 	Entries(ctx context.Context, accountID string, after uint64, limit int) ([]ledger.Entry, uint64, error)
 }
 
+// StorageAdmin tells what the store keeps of an account.
+type StorageAdmin interface {
+	// Storage returns the account's figures; not_found for an unknown
+	// account.
+	Storage(ctx context.Context, accountID string) (AccountStorage, error)
+}
+
+// AccountStorage is what the store keeps of one account, as
+// GET /admin/v1/accounts/{account_id}/storage shows it.
+type AccountStorage struct {
+	AccountID string `json:"account_id"`
+	// Queries counts the account's queries (QUERIES keeps each one's
+	// events and query_status its result); QueriesInFlight those queued or
+	// running, every key's together.
+	Queries         int `json:"queries"`
+	QueriesInFlight int `json:"queries_in_flight"`
+	// AccountEvents and AccountEventBytes are the account's events in
+	// ACCOUNTS (its keys, BYOMs and ledger) and their stored bytes.
+	AccountEvents     int   `json:"account_events"`
+	AccountEventBytes int64 `json:"account_event_bytes"`
+	// FilesLive and FilesLiveBytes are its live files and their bytes;
+	// FileEvents and FileEventBytes the events FILES keeps for it.
+	FilesLive      int   `json:"files_live"`
+	FilesLiveBytes int64 `json:"files_live_bytes"`
+	FileEvents     int   `json:"file_events"`
+	FileEventBytes int64 `json:"file_event_bytes"`
+}
+
 // Admin is the admin API; it stands in for the web application of the spec.
 type Admin struct {
 	Accounts AccountAdmin
 	Ledger   LedgerAdmin
+	// Storage tells what the store keeps of an account.
+	Storage StorageAdmin
 	// BYOM runs the commands on customer-owned models; nil serves none.
 	BYOM    BYOMAdmin
 	Token   string
@@ -83,6 +113,7 @@ func (a *Admin) Handler() http.Handler {
 		r.Post("/accounts/{account_id}/credits", a.adjust(s))
 		r.Put("/accounts/{account_id}/monthly-cap", a.setCap(s))
 		r.Get("/accounts/{account_id}/ledger", a.ledgerPage(s))
+		r.Get("/accounts/{account_id}/storage", a.storage(s))
 		a.byomRoutes(s, r)
 	})
 	r.NotFound(s.noRoute)
@@ -206,6 +237,17 @@ func (a *Admin) getAccount(s *Server) http.HandlerFunc {
 			return
 		}
 		writeJSON(w, http.StatusOK, accountBody(acc))
+	}
+}
+
+func (a *Admin) storage(s *Server) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		st, err := a.Storage.Storage(r.Context(), chi.URLParam(r, "account_id"))
+		if err != nil {
+			s.writeError(w, r, err, "")
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
 	}
 }
 

@@ -39,7 +39,7 @@ var errorDocs = map[string]string{
 	apperr.InvalidAdminToken:   "Admin API: the Authorization header does not carry the admin token.",
 	apperr.InvalidTransition:   "Admin API: the key's state does not allow this action (for example, a revoked key stays revoked).",
 	apperr.QueryEnded:          "POST /v1/queries/{id}/cancel: the query has ended (completed or failed), or its ending is being recorded, so there is nothing to cancel. GET /v1/queries/{id} returns its result.",
-	apperr.Cancelled:           "The query's error code when it was cancelled (POST /v1/queries/{id}/cancel); its status is failed. It was charged for the model calls that had finished before the cancel was recorded, and the rest of its reservation was released. Submit it again to run it.",
+	apperr.Cancelled:           "The query's error code when it was cancelled (POST /v1/queries/{id}/cancel); its status is failed. It was charged for the model calls that had finished before the cancel was recorded, and at least the cancellation charge, a share of its reservation (10 % by default); the rest of its reservation was released. Submit it again to run it.",
 	apperr.RequestTooLarge:     "Admin API: the request body is larger than the 64 KiB the admin API reads. Send the documented fields only.",
 	apperr.ConnectionFailed:    "Admin API: the connection test of a customer-owned model failed: the host rejected the API key, does not know the model, refused the test call, or cannot be reached (then allow_unverified: true saves it as unverified). The message says which; fix the connection and try again.",
 }

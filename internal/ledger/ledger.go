@@ -18,19 +18,18 @@ type Service struct {
 	Accounts  *accounts.Service
 	Estimator *pricing.Estimator
 	Now       func() time.Time
+	// CancelPercent is the share of its reservation, in percent, that a
+	// cancelled query is charged at least (its calls, and a cancellation
+	// charge for what they come short of it); 0 charges a cancelled query
+	// its calls only.
+	CancelPercent int
 }
 
 // Reserve holds amount for a new query, or refuses with insufficient_credits
 // or monthly_cap_exceeded. Plan credits that are due are granted first.
 // Reserving for a query that holds a reservation already succeeds.
 func (s *Service) Reserve(ctx context.Context, accountID, requestID string, amount int64, resuming bool) error {
-	heal := func(a *events.Account) ([]events.Event, error) {
-		if _, err := a.DecideReserve(requestID, amount, s.Now()); err == nil {
-			return nil, nil
-		}
-		return s.abandoned(ctx, a)
-	}
-	steps := []accounts.Decide{s.Accounts.Rollover, heal}
+	steps := []accounts.Decide{s.Accounts.Rollover, s.healing(ctx, requestID, amount)}
 	if resuming {
 		// "Reserved already" must be true of the stream, not only of this
 		// process's copy: another process may have released it since.
@@ -45,6 +44,33 @@ func (s *Service) Reserve(ctx context.Context, accountID, requestID string, amou
 	})...)
 	countReserve(amount, err)
 	return err
+}
+
+// Check returns the refusal a reservation of amount for a new query of the
+// account would meet now (insufficient_credits, monthly_cap_exceeded),
+// decided as Reserve decides it, on the same state: plan credits that are
+// due are granted first, and reservations abandoned long ago are released
+// before a refusal. It reserves nothing; nil says Reserve may admit the
+// query (another command may take the credits meanwhile).
+func (s *Service) Check(ctx context.Context, accountID string, amount int64) error {
+	const probe = "" // no query: DecideReserve decides as for a new one
+	err := s.Accounts.Update(ctx, accountID, nil, s.Accounts.Rollover, s.healing(ctx, probe, amount), func(a *events.Account) ([]events.Event, error) {
+		_, err := a.DecideReserve(probe, amount, s.Now())
+		return nil, err
+	})
+	countRefusal(err)
+	return err
+}
+
+// healing is the step that, when a reservation of amount for requestID
+// would be refused, first releases the reservations abandoned long ago.
+func (s *Service) healing(ctx context.Context, requestID string, amount int64) accounts.Decide {
+	return func(a *events.Account) ([]events.Event, error) {
+		if _, err := a.DecideReserve(requestID, amount, s.Now()); err == nil {
+			return nil, nil
+		}
+		return s.abandoned(ctx, a)
+	}
 }
 
 // abandonGrace is how old a reservation without a submitted query must be
@@ -133,6 +159,8 @@ func (s *Service) knowing(ctx context.Context, accountID, requestID string) acco
 // charges every call of calls that was not charged before, each for the
 // cost the query recorded for it at the model's price, returns the rest of
 // the reservation to the balance, and records ending, how the query ends.
+// A query that ends cancelled is charged at least CancelPercent % of its
+// reservation (events.DecideCancelledSettle).
 // It returns the query's settlement: this one, or the one made before — a
 // query is settled once, and an earlier settlement's charge and ending
 // stand. A query that holds no reservation (accepted before credits were
@@ -150,7 +178,11 @@ func (s *Service) Settle(ctx context.Context, accountID, requestID string, calls
 	var settled *events.ChargesSettled
 	err := s.Accounts.Update(ctx, accountID, nil, s.knowing(ctx, accountID, requestID), func(a *events.Account) ([]events.Event, error) {
 		settled = nil // decided again after a conflict
-		ev := a.DecideSettle(requestID, items, "settled")
+		percent := 0
+		if ending != nil && ending.Status == events.StatusFailed && ending.Code == apperr.Cancelled {
+			percent = s.CancelPercent
+		}
+		ev := a.DecideCancelledSettle(requestID, items, "settled", percent)
 		if ev == nil {
 			return nil, nil
 		}
@@ -315,6 +347,10 @@ func entryOf(r events.Record, before, after events.Ledger) (Entry, bool) {
 		e.AmountMicros = (after.BalanceMicros - before.BalanceMicros)
 		e.RequestID, e.WrittenOff = ev.RequestID, writtenOff
 		e.Reason = fmt.Sprintf("%s: %d model calls, %s credits charged", ev.Reason, len(ev.Calls), events.FormatCredits(charged))
+		if c := ev.Cancellation; c != nil {
+			e.WrittenOff += c.WrittenOffMicros
+			e.Reason += fmt.Sprintf(", cancelled: %s credits more to reach %d %% of the reservation", events.FormatCredits(c.AmountMicros), c.Percent)
+		}
 	case events.MonthlyCapSet:
 		e.MonthlyCapSet, e.CapAfterMicros = true, ev.CapMicros
 	default:

@@ -37,11 +37,16 @@ var (
 
 // countReserve counts a reservation of micros that ended with err.
 func countReserve(micros int64, err error) {
-	switch code := apperr.Code(err); {
-	case err == nil:
+	if err == nil {
 		reservations.Inc()
 		creditsReserved.Add(float64(micros) / 1e6)
-	case code == apperr.InsufficientCredits || code == apperr.MonthlyCapExceeded:
+	}
+	countRefusal(err)
+}
+
+// countRefusal counts err when it is a refusal by the balance check.
+func countRefusal(err error) {
+	if code := apperr.Code(err); code == apperr.InsufficientCredits || code == apperr.MonthlyCapExceeded {
 		balanceRefusals.WithLabelValues(code).Inc()
 	}
 }

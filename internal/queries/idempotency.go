@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"time"
 	"unicode/utf8"
 
@@ -43,15 +44,59 @@ func ValidateIdempotencyKey(k string) error {
 	return nil
 }
 
+// binding is an Idempotency-Key's entry as read from the bucket: the
+// entry (Revision 0 when absent) and the request it binds, nil when it
+// binds none within the window (absent, or older than 24 hours: rule 3).
+type binding struct {
+	entry eventstore.Entry
+	claim *claim
+}
+
+// lookup reads the binding of the Idempotency-Key; it writes nothing. It
+// returns idempotency_conflict when the key is bound within the window to
+// a request with another body.
+func (s *Service) lookup(ctx context.Context, fingerprint, idempotencyKey, bodyHash string) (binding, error) {
+	key := ClaimKey(fingerprint, idempotencyKey)
+	e, err := s.Store.Idempotency.Get(ctx, key)
+	switch {
+	case errors.Is(err, eventstore.ErrNotFound):
+		return binding{entry: eventstore.Entry{Key: key}}, nil
+	case err != nil:
+		return binding{}, err
+	}
+	var c claim
+	if err := json.Unmarshal(e.Value, &c); err != nil {
+		return binding{}, err
+	}
+	b := binding{entry: e}
+	if s.Now().Sub(c.At) < IdempotencyWindow {
+		b.claim = &c
+	}
+	return b, conflict(b.claim, bodyHash)
+}
+
+// conflict returns idempotency_conflict, naming the bound request, when c
+// binds a request with a body other than bodyHash's.
+func conflict(c *claim, bodyHash string) error {
+	if c == nil || c.BodyHash == bodyHash {
+		return nil
+	}
+	e := apperr.New(apperr.IdempotencyConflict, "this Idempotency-Key was used with a different request body in the last 24 hours (request %s)", c.RequestID)
+	e.RequestID = c.RequestID
+	return e
+}
+
 // bind binds the Idempotency-Key to fresh, unless it is already bound within
 // the window: then it returns the bound request id, or idempotency_conflict
 // when the bound request had a different body. The first writer wins.
-// It also returns the revision of a binding it made, for unbind.
-func (s *Service) bind(ctx context.Context, fingerprint, idempotencyKey, bodyHash, fresh string) (string, uint64, error) {
+// known is the binding lookup read, which saves a read: a binding made
+// since is found by the compare-and-set. It also returns the revision of a
+// binding it made, for unbind.
+func (s *Service) bind(ctx context.Context, fingerprint, idempotencyKey, bodyHash, fresh string, known binding) (string, uint64, error) {
 	key := ClaimKey(fingerprint, idempotencyKey)
 	want, _ := json.Marshal(claim{RequestID: fresh, BodyHash: bodyHash, At: s.Now().UTC()})
 	var bound *claim
-	entry, err := s.Store.Idempotency.Change(ctx, key, &eventstore.Entry{Key: key}, func(cur eventstore.Entry, _ bool) ([]byte, error) {
+	entry, err := s.Store.Idempotency.Change(ctx, key, &known.entry, func(cur eventstore.Entry, _ bool) ([]byte, error) {
 		bound = nil
 		if cur.Revision == 0 {
 			return want, nil // the first writer wins
@@ -71,16 +116,17 @@ func (s *Service) bind(ctx context.Context, fingerprint, idempotencyKey, bodyHas
 		return "", 0, err
 	case bound == nil:
 		return fresh, entry.Revision, nil
-	case bound.BodyHash != bodyHash:
-		e := apperr.New(apperr.IdempotencyConflict, "this Idempotency-Key was used with a different request body in the last 24 hours (request %s)", bound.RequestID)
-		e.RequestID = bound.RequestID
-		return "", 0, e
+	}
+	if err := conflict(bound, bodyHash); err != nil {
+		return "", 0, err
 	}
 	return bound.RequestID, 0, nil
 }
 
 // unbind removes a binding this request made, if nothing changed it since:
-// a submission refused for good (429, 402) does not use up its key.
+// a submission refused for good (429, 402) after its key was bound does not
+// use up its key, and leaves nothing in the bucket (a purge whose marker
+// lives eventstore.MarkerTTL; a delete's would stay for the bucket's 25 h).
 func (s *Service) unbind(ctx context.Context, fingerprint, idempotencyKey string, rev uint64) {
-	_ = s.Store.Idempotency.Delete(ctx, ClaimKey(fingerprint, idempotencyKey), rev)
+	_ = s.Store.Idempotency.Purge(ctx, ClaimKey(fingerprint, idempotencyKey), rev, eventstore.MarkerTTL)
 }

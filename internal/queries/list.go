@@ -335,3 +335,11 @@ func (s *Service) docBucket() listReader {
 	}
 	return s.Store.QueryStatus
 }
+
+// Count returns the number of the account's queries, as its index in the
+// query_list bucket holds them (the projection adds each one at its
+// submission).
+func (s *Service) Count(ctx context.Context, accountID string) (int, error) {
+	x := &index{bucket: s.listBucket(), account: accountID}
+	return x.count(ctx)
+}

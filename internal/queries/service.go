@@ -22,6 +22,9 @@ import (
 
 // Credits reserves a query's estimated cost and releases it.
 type Credits interface {
+	// Check returns the refusal a reservation of amount for a new query
+	// would meet now, without reserving; nil when it may be admitted.
+	Check(ctx context.Context, accountID string, amount int64) error
 	// Reserve holds amount for a new query; resuming says the query may
 	// hold a reservation already (a retry finishing an earlier submission).
 	Reserve(ctx context.Context, accountID, requestID string, amount int64, resuming bool) error
@@ -49,7 +52,10 @@ type Service struct {
 	Modes map[string]bool
 	// Limit overrides InflightLimit when positive.
 	Limit int
-	Now   func() time.Time
+	// AccountLimit bounds the queries in flight of one account, all its
+	// API keys together; zero is no bound.
+	AccountLimit int
+	Now          func() time.Time
 
 	// listReads and docReads, when set, stand in for the query_list and
 	// query_status buckets in List (tests count the reads of a request
@@ -57,7 +63,7 @@ type Service struct {
 	listReads, docReads listReader
 
 	init  sync.Once
-	slots *lru.Cache[string, *keySlots] // by fingerprint
+	slots *lru.Cache[string, *accountSlots] // by account id
 	done  finished
 }
 
@@ -76,10 +82,15 @@ type Submission struct {
 // original request id with Replayed set; a different body gives
 // idempotency_conflict. Identical concurrent submissions make one query.
 //
-// Admission is: bind the key (if any), take an in-flight slot, append the
-// submitted event. A process that dies between those steps strands nothing: a
-// retry with the same key finds its binding and finishes the submission, and
-// an orphaned slot is healed when the key is next full.
+// Admission is: read the key's binding (a replay ends there), check what
+// refuses without a write (the files, a slot free, the credits), bind the
+// key (if any), take an in-flight slot, reserve the credits, append the
+// submitted event. A submission refused for good leaves nothing bound: it
+// is refused before the key is bound, or, when a concurrent submission took
+// the slot or the credits meanwhile, its binding is removed again. A
+// process that dies between those steps strands nothing: a retry with the
+// same key finds its binding and finishes the submission, and an orphaned
+// slot is healed when the key is next full.
 func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byte, idempotencyKey string, hasKey bool) (Submission, error) {
 	if hasKey {
 		if err := ValidateIdempotencyKey(idempotencyKey); err != nil {
@@ -97,34 +108,37 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admissionTimeout)
 	defer cancel()
 	// A JetStream that cannot take a write (a cluster without quorum) makes
-	// a write wait for its deadline: the first write has a shorter one, so
-	// the client has its 503 within firstWriteTimeout.
+	// a write wait for its deadline: the read of the key's binding and the
+	// first write each have a shorter one, so the client has its 503
+	// within twice firstWriteTimeout at most.
 	first, cancelFirst := context.WithTimeout(ctx, firstWriteTimeout)
 	defer cancelFirst()
 	resuming := false
-	var unbind func()
+	var known binding
 	if hasKey {
-		bound, rev, err := s.bind(first, caller.Fingerprint, idempotencyKey, req.Hash(), requestID)
-		first = ctx
-		if err != nil {
+		if known, err = s.lookup(first, caller.Fingerprint, idempotencyKey, req.Hash()); err != nil {
 			return Submission{}, err
 		}
-		if bound == requestID {
-			// A definite refusal below frees the key for the client's next try.
-			unbind = func() { s.unbind(ctx, caller.Fingerprint, idempotencyKey, rev) }
-		} else {
-			resuming = true
-			requestID = bound
-			rec, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, requestID, events.QuerySubmitted{}.EventName()))
-			if err != nil {
-				return Submission{}, err
-			}
-			if rec != nil {
-				return Submission{RequestID: requestID, Status: s.status(ctx, requestID), Replayed: true}, nil
-			}
-			// The key was bound but its submission never landed: finish it.
+		if known.claim != nil {
+			resuming, requestID = true, known.claim.RequestID
 		}
 	}
+	// replay answers a submission whose key is bound to requestID: the
+	// replay when its query exists (ok); otherwise the key was bound but its
+	// submission never landed, and this one finishes it.
+	replay := func() (sub Submission, ok bool, err error) {
+		rec, err := s.Store.Last(ctx, s.Store.Queries, events.Subject(events.AggregateQuery, requestID, events.QuerySubmitted{}.EventName()))
+		if err != nil || rec == nil {
+			return Submission{}, false, err
+		}
+		return Submission{RequestID: requestID, Status: s.status(ctx, requestID), Replayed: true}, true, nil
+	}
+	if resuming {
+		if sub, ok, err := replay(); ok || err != nil {
+			return sub, err
+		}
+	}
+	var unbind func()
 	refused := func(err error) (Submission, error) {
 		countRefused(err)
 		if unbind != nil && refusal(err) {
@@ -141,12 +155,40 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	if err != nil {
 		return refused(err)
 	}
-	if err := s.acquire(first, caller.Fingerprint, requestID); err != nil {
+	estimate := s.Estimator.Estimate(req.Mode, req.Prompt, req.Tools, req.Selected, files)
+	if !resuming {
+		// What refuses without a write is checked before the key is bound.
+		if err := s.room(ctx, caller.AccountID, caller.Fingerprint); err != nil {
+			return refused(err)
+		}
+		if err := s.Credits.Check(ctx, caller.AccountID, estimate.Micros); err != nil {
+			return refused(err)
+		}
+	}
+	first, cancelWrite := context.WithTimeout(ctx, firstWriteTimeout)
+	defer cancelWrite()
+	if hasKey && !resuming {
+		bound, rev, err := s.bind(first, caller.Fingerprint, idempotencyKey, req.Hash(), requestID, known)
+		first = ctx
+		if err != nil {
+			return Submission{}, err
+		}
+		if bound == requestID {
+			// A definite refusal below frees the key for the client's next try.
+			unbind = func() { s.unbind(ctx, caller.Fingerprint, idempotencyKey, rev) }
+		} else {
+			// An identical submission bound the key meanwhile.
+			resuming, requestID = true, bound
+			if sub, ok, err := replay(); ok || err != nil {
+				return sub, err
+			}
+		}
+	}
+	if err := s.acquire(first, caller.AccountID, caller.Fingerprint, requestID); err != nil {
 		return refused(err)
 	}
-	estimate := s.Estimator.Estimate(req.Mode, req.Prompt, req.Tools, req.Selected, files)
 	if err := s.Credits.Reserve(ctx, caller.AccountID, requestID, estimate.Micros, resuming); err != nil {
-		_ = s.Release(ctx, caller.Fingerprint, requestID)
+		_ = s.Release(ctx, caller.AccountID, requestID)
 		return refused(err)
 	}
 	env, err := events.Wrap(events.AggregateQuery, requestID, events.QuerySubmitted{

@@ -66,19 +66,19 @@ func TestSlotIsFreedBeforeTheQueryEnds(t *testing.T) {
 		return events.QueryCompleted{}, nil
 	}}, &fakeLedger{debits: map[string]int{}})
 	type call struct {
-		fingerprint string
-		terminal    bool
-		decided     bool
-		err         error
+		accountID string
+		terminal  bool
+		decided   bool
+		err       error
 	}
 	calls := make(chan call, 4)
-	w.Finished = func(ctx context.Context, fingerprint, id string) error {
+	w.Finished = func(ctx context.Context, accountID, id string) error {
 		q, _, err := store.LoadQuery(ctx, id)
 		if err != nil {
 			calls <- call{err: err}
 			return err
 		}
-		calls <- call{fingerprint: fingerprint, terminal: q.Terminal(), decided: decided.Load()}
+		calls <- call{accountID: accountID, terminal: q.Terminal(), decided: decided.Load()}
 		return nil
 	}
 	id := "req_01M80000000000000000000032"
@@ -90,8 +90,8 @@ func TestSlotIsFreedBeforeTheQueryEnds(t *testing.T) {
 		switch {
 		case c.err != nil:
 			t.Fatal(c.err)
-		case c.fingerprint != "abcdefgh":
-			t.Errorf("the slot of key %q freed, want abcdefgh", c.fingerprint)
+		case c.accountID != "acct_x":
+			t.Errorf("a slot of account %q freed, want acct_x", c.accountID)
 		case c.terminal:
 			t.Error("the slot was freed after the terminal event: a client that saw the query end could be refused its next submission")
 		case !c.decided:

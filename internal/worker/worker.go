@@ -76,9 +76,9 @@ type Worker struct {
 	Grace time.Duration
 	// Finished, when set, is called once a query's ending is decided,
 	// beside its settlement and before its terminal event is appended, with
-	// the fingerprint of the key that submitted it: the query's in-flight
-	// slot is freed.
-	Finished func(ctx context.Context, fingerprint, requestID string) error
+	// the id of the account that submitted it: the query's in-flight slot
+	// is freed.
+	Finished func(ctx context.Context, accountID, requestID string) error
 	// Ledger, when set, settles each query before its terminal event,
 	// charging every model call the query recorded.
 	Ledger Ledger
@@ -506,7 +506,7 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 	a.em = em
 	terminal, err := w.decide(ctx, q, em, giveUp, first == nil)
 	if err == nil {
-		freed := w.free(ctx, q.Submitted.KeyFingerprint, id)
+		freed := w.free(ctx, q.Submitted.AccountID, id)
 		q = em.query()
 		terminal, err = w.settle(ctx, q, terminal)
 		freed()
@@ -538,14 +538,14 @@ const releaseWait = time.Second
 // slots next healed (at most once a second). The returned function waits
 // for the release, at most releaseWait. Best effort: a full key heals a
 // slot whose query has ended.
-func (w *Worker) free(ctx context.Context, fingerprint, id string) (wait func()) {
+func (w *Worker) free(ctx context.Context, accountID, id string) (wait func()) {
 	if w.Finished == nil {
 		return func() {}
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := w.Finished(ctx, fingerprint, id); err != nil {
+		if err := w.Finished(ctx, accountID, id); err != nil {
 			w.Log.Warn().Err(err).Str("request_id", id).Msg("worker: the query's in-flight slot was not freed; it is freed when its key is next full")
 		}
 	}()
