@@ -29,7 +29,7 @@ const realInPrice, realOutPrice = 500, 2000
 // with a false premise, and one longer than every host's context.
 var realModelQueries = []struct{ mode, prompt string }{
 	{"unify", "Why is the sky blue?"},
-	{"unify", strings.Repeat("Tell me about the little red boat on the big blue sea, and the fish that swim under it. ", 30)},
+	{"unify", strings.Repeat("Tell me about the little red boat on the big blue sea, and the fish that swim under it. ", 60)},
 	{"justify", "Should a small bakery open a second shop this year?"},
 	{"justify", "Is it better to walk or to take the bus to school?"},
 	{"verify", "The Eiffel Tower was completed in 1920 and is in Berlin. Explain its history."},
@@ -45,7 +45,9 @@ var realModelQueries = []struct{ mode, prompt string }{
 // more tokens than the host processed; the audit passes.
 func TestRealModelEveryMode(t *testing.T) {
 	t.Parallel()
-	rm := realmodel.ForTest(t, realmodel.Options{})
+	// Twice the model's training context: the prompts of most steps fit,
+	// the largest do not, so queries both complete and fail.
+	rm := realmodel.ForTest(t, realmodel.Options{ContextSize: 1024})
 	var yaml strings.Builder
 	yaml.WriteString("providers:\n")
 	hostOf := map[string]string{}
@@ -185,7 +187,10 @@ func checkRealModelQuery(t *testing.T, h *harness, mode, id string, res map[stri
 		must(t, callIDs[c.CallID] && !slices.Contains(items, c.CallID), "%s %s: the settlement charges call %s, which the query does not record once", mode, id, c.CallID)
 		items = append(items, c.CallID)
 	}
-	t.Logf("%s %s: %v %v, charged %v, %d calls charged, %d steps failed", mode, id, status, code, charged, len(items), failedSteps)
+	if code != nil {
+		status = fmt.Sprintf("%v (%v)", status, code)
+	}
+	t.Logf("%s %s: %v, charged %v, %d calls charged, %d steps failed", mode, id, status, charged, len(items), failedSteps)
 }
 
 // queryEvents returns the events of query id, in order.
