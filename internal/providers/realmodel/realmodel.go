@@ -57,6 +57,10 @@ type Options struct {
 	// MaxTokens bounds the tokens one call generates, whatever the
 	// request's max_tokens (default 96).
 	MaxTokens int
+	// Temperature samples the answers with a fixed seed instead of
+	// decoding greedily (0, the default); the same request still gets the
+	// same answer.
+	Temperature float64
 }
 
 // ErrUnavailable is returned by Start when the runtime is not installed
@@ -132,7 +136,8 @@ func Start(dir string, opts Options) (*Host, error) {
 	}
 	h := &Host{LogPath: filepath.Join(dir, "realmodel-calls.jsonl"), done: make(chan struct{}), stderr: &tail{max: 8 << 10}}
 	h.cmd = exec.Command(node, "server.mjs", "--model", model, "--log", h.LogPath, "--port", "0",
-		"--ctx", strconv.Itoa(opts.ContextSize), "--max-tokens", strconv.Itoa(opts.MaxTokens))
+		"--ctx", strconv.Itoa(opts.ContextSize), "--max-tokens", strconv.Itoa(opts.MaxTokens),
+		"--temperature", strconv.FormatFloat(opts.Temperature, 'f', -1, 64))
 	h.cmd.Dir = server
 	h.cmd.Stderr = h.stderr
 	h.cmd.SysProcAttr = procAttr()

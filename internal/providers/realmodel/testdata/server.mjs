@@ -11,15 +11,16 @@
 //   truncate  keeps the end of a prompt that does not fit and answers (Ollama)
 //   nousage   sends no usage object
 //
-// Generation is greedy (temperature 0), on one thread, one request at a time,
-// at most --max-tokens tokens a call (finish_reason "length" when cut there or
-// at the end of the context). Every call is appended to --log as one JSON line:
+// Generation is greedy (or sampled at --temperature with a fixed seed: the same
+// request gets the same answer either way), on one thread, one request at a
+// time, at most --max-tokens tokens a call (finish_reason "length" when cut
+// there or at the end of the context). Every call is appended to --log as one JSON line:
 // {host, status, prompt_tokens_sent, prompt_tokens, completion_tokens,
 // finish_reason, usage_sent, ...}. Once it listens it prints one line,
 // {"listening":"http://127.0.0.1:<port>"}, on standard output.
 //
 // Usage: node server.mjs --model stories260K.gguf --log calls.jsonl
-//        [--port 0] [--ctx 512] [--max-tokens 96]
+//        [--port 0] [--ctx 512] [--max-tokens 96] [--temperature 0]
 import fs from "node:fs";
 import http from "node:http";
 import {parseArgs} from "node:util";
@@ -31,15 +32,17 @@ const {values: opts} = parseArgs({
         log: {type: "string"},
         port: {type: "string", default: "0"},
         ctx: {type: "string", default: "512"},
-        "max-tokens": {type: "string", default: "96"}
+        "max-tokens": {type: "string", default: "96"},
+        temperature: {type: "string", default: "0"}
     }
 });
 if (!opts.model || !opts.log) {
-    console.error("usage: node server.mjs --model FILE.gguf --log FILE [--port N] [--ctx N] [--max-tokens N]");
+    console.error("usage: node server.mjs --model FILE.gguf --log FILE [--port N] [--ctx N] [--max-tokens N] [--temperature T]");
     process.exit(2);
 }
 const contextSize = Number(opts.ctx);
 const maxTokensCap = Number(opts["max-tokens"]);
+const temperature = Number(opts.temperature);
 const behaviours = new Set(["grammar", "prose", "refuse", "truncate", "nousage"]);
 
 const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false});
@@ -105,7 +108,8 @@ async function complete(h, req) {
     let finish = "length";
     if (limit > 0) {
         const evaluation = sequence.evaluate(prompt, {
-            temperature: 0,
+            temperature,
+            seed: 1,
             grammarEvaluationState: grammar ? new LlamaGrammarEvaluationState({model, grammar}) : undefined,
             yieldEogToken: true
         });
