@@ -3,8 +3,15 @@ GO        ?= go
 BIN       ?= bin/crosscheck
 FUZZTIME  ?= 10s
 BENCH_OUT ?= bench/results.json
+# The real-model tests' host (internal/providers/realmodel): node-llama-cpp
+# and its prebuilt Linux x64 llama.cpp, at the versions of its
+# package-lock.json. The lock file holds no other platform's optional binary
+# package, which npm ci refuses: npm install --no-save installs the locked
+# versions without rewriting the lock; --omit=optional leaves out the GPU
+# builds, --ignore-scripts the postinstall that would try to build llama.cpp.
+REALMODEL := internal/providers/realmodel/testdata
 
-.PHONY: run build test fuzz vet bench clean
+.PHONY: run build test fuzz vet bench clean realmodel
 
 run: ## start `crosscheck serve` (embedded NATS JetStream, simulated models); honours CROSSCHECK_* settings
 	$(GO) run ./cmd/crosscheck serve
@@ -15,8 +22,15 @@ build: ## build the binary into bin/
 vet:
 	$(GO) vet ./...
 
-test: vet ## every test, with the race detector
+test: vet realmodel ## every test, with the race detector
 	$(GO) test -race -count=1 -timeout 25m ./...
+
+realmodel: $(REALMODEL)/node_modules/.installed ## install the real-model tests' runtime (Node 20 and npm needed)
+
+$(REALMODEL)/node_modules/.installed: $(REALMODEL)/package.json $(REALMODEL)/package-lock.json
+	@if command -v npm >/dev/null; then \
+		cd $(REALMODEL) && npm install --no-save --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null && touch node_modules/.installed; \
+	else echo "npm not found: the real-model tests skip (and fail under CI=true)"; fi
 
 bench: ## measure the service beside the raw JetStream limit under both fsync policies; JSON to $(BENCH_OUT)
 	BENCH_OUT=$(BENCH_OUT) $(GO) run ./cmd/crosscheck bench
