@@ -23,8 +23,9 @@ type Config struct {
 	ConfigFile string
 	SimLatency time.Duration
 	Replicas   int
-	// SyncAlways makes the embedded server fsync every write before it acks;
-	// otherwise it fsyncs every SyncInterval (zero: the server's default, 2 min).
+	// SyncAlways makes the embedded server fsync every write before it acks
+	// (the default); otherwise it fsyncs every SyncInterval (zero: the
+	// server's default, 2 min).
 	SyncAlways   bool
 	SyncInterval time.Duration
 	// DocsURL is the base of error docs_url values; empty means the service's
@@ -128,6 +129,7 @@ func Defaults() Config {
 		AdminAddr:           "127.0.0.1:8081",
 		DataDir:             "./data",
 		Replicas:            1,
+		SyncAlways:          true,
 		LogLevel:            "info",
 		WorkerAckWait:       10 * time.Second,
 		WorkerMaxJobs:       16384,
@@ -242,7 +244,7 @@ func FromEnv() (Config, error) {
 		if strings.EqualFold(v, "always") {
 			c.SyncAlways = true
 		} else if d, err := time.ParseDuration(v); err == nil && d > 0 {
-			c.SyncInterval = d
+			c.SyncAlways, c.SyncInterval = false, d
 		} else {
 			errs = append(errs, fmt.Sprintf("CROSSCHECK_SYNC_INTERVAL=%q must be \"always\" or a positive Go duration", v))
 		}

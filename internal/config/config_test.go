@@ -52,3 +52,40 @@ func TestHTTPLimitsFromEnv(t *testing.T) {
 		t.Fatalf("a zero read timeout: err = %v", err)
 	}
 }
+
+// The embedded store syncs every write before acknowledging it unless the
+// operator opts into an interval: what was acknowledged survives a power
+// cut by default.
+func TestSyncDefaultsToAlways(t *testing.T) {
+	for _, tc := range []struct {
+		env        string
+		always     bool
+		interval   time.Duration
+		wantErrFor bool
+	}{
+		{env: "", always: true},
+		{env: "always", always: true},
+		{env: "ALWAYS", always: true},
+		{env: "1s", interval: time.Second},
+		{env: "2m", interval: 2 * time.Minute},
+		{env: "0s", wantErrFor: true},
+		{env: "often", wantErrFor: true},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Setenv("CROSSCHECK_SYNC_INTERVAL", tc.env)
+			c, err := FromEnv()
+			if tc.wantErrFor {
+				if err == nil || !strings.Contains(err.Error(), "CROSSCHECK_SYNC_INTERVAL") {
+					t.Fatalf("CROSSCHECK_SYNC_INTERVAL=%q: err = %v, want one naming the setting", tc.env, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.SyncAlways != tc.always || c.SyncInterval != tc.interval {
+				t.Fatalf("CROSSCHECK_SYNC_INTERVAL=%q: always %v interval %v, want always %v interval %v", tc.env, c.SyncAlways, c.SyncInterval, tc.always, tc.interval)
+			}
+		})
+	}
+}
