@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +100,7 @@ type Main struct {
 	BYOM     *byom.Service
 
 	nats        *embedded.Server
+	storeWatch  *storeWatch
 	nc          *nats.Conn
 	public      *http.Server
 	admin       *http.Server
@@ -160,9 +162,11 @@ func (m *Main) Open(ctx context.Context) error {
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return fmt.Errorf("data dir: %w", err)
 		}
-		if m.nats, m.nc, m.Store, err = startEmbedded(ctx, cfg, "crosscheck"); err != nil {
+		if m.nats, m.nc, m.Store, err = startEmbedded(ctx, cfg, "crosscheck", m.Log); err != nil {
 			return err
 		}
+		m.storeWatch = newStoreWatch(m.nats, cfg.StoreMinFreeMB, m.Log)
+		m.storeWatch.check()
 	} else if m.nc, m.Store, err = openShared(ctx, cfg, "crosscheck-"+m.role(), m.Log); err != nil {
 		return err
 	}
@@ -201,6 +205,9 @@ func (m *Main) Open(ctx context.Context) error {
 	}
 	models := modes.Models{Providers: registry.Calls(backends, m.RetryDelays, cfg.ModelTimeout), Price: estimator.Cost}
 	m.Files = &files.Service{Store: m.Store, Extract: &extract.Runner{}, Now: m.Now, Log: m.Log, MaxAccountBytes: int64(m.Config.FilesMaxAccountMB) << 20}
+	if m.storeWatch != nil {
+		m.Files.Space = m.storeWatch
+	}
 	if m.Attached == nil {
 		m.Attached = uploads{m.Files}
 	}
@@ -225,9 +232,15 @@ func (m *Main) Open(ctx context.Context) error {
 		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts, Files: m.Attached,
 		Custom: customModels{m.BYOM},
 	}
+	if m.storeWatch != nil {
+		m.Queries.Space = m.storeWatch
+	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
+	if m.storeWatch != nil {
+		m.wg.Go(func() { m.storeWatch.run(runCtx) })
+	}
 	if m.runsAPI() {
 		m.wg.Go(func() { m.Accounts.WatchKeys(runCtx, m.Log) })
 		m.wg.Go(func() { m.sweepFiles(runCtx) })
@@ -344,10 +357,21 @@ func (m *Main) listen(ctx context.Context) error {
 }
 
 // ready reports why the process cannot take requests: NATS or JetStream
-// out of reach, or a projection this process runs that is down.
+// out of reach, the embedded JetStream refusing writes (its reason, as a
+// full disk leaves it), or a projection this process runs that is down.
 func (m *Main) ready(ctx context.Context) error {
 	if m.nc == nil || !m.nc.IsConnected() {
 		return errors.New("not connected to NATS")
+	}
+	if m.nats != nil {
+		if err := m.nats.Health(); err != nil {
+			// The whole reason, with the store's paths, is in the log.
+			reason := err.Error()
+			if i := strings.LastIndex(reason, ": "); i >= 0 {
+				reason = reason[i+2:]
+			}
+			return fmt.Errorf("JetStream cannot take writes (%s); the log says why", reason)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

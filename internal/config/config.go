@@ -61,6 +61,11 @@ type Config struct {
 	// FilesMaxAccountMB bounds the MiB of an account's live files (uploaded,
 	// neither deleted nor expired); zero is no bound.
 	FilesMaxAccountMB int
+	// StoreMinFreeMB is the free space, in MiB, of the embedded store's
+	// file system below which submissions and uploads are refused, and
+	// above which a store that failed a write for want of space is
+	// restarted; zero is no floor.
+	StoreMinFreeMB int
 	// HTTP bounds what one client can hold of the HTTP servers.
 	HTTP HTTPLimits
 	// PrintFirstKey makes the first start of crosscheck serve print the
@@ -141,6 +146,7 @@ func Defaults() Config {
 		SSEMaxStreams:       256,
 		SSEMaxStreamsPerKey: 16,
 		FilesMaxAccountMB:   2048,
+		StoreMinFreeMB:      512,
 		HTTP: HTTPLimits{
 			MaxHeaderBytes:    32 << 10,
 			MaxConns:          4096,
@@ -217,6 +223,7 @@ func FromEnv() (Config, error) {
 	integer("CROSSCHECK_SSE_MAX_STREAMS", &c.SSEMaxStreams, 0)
 	integer("CROSSCHECK_SSE_MAX_STREAMS_PER_KEY", &c.SSEMaxStreamsPerKey, 0)
 	integer("CROSSCHECK_FILES_MAX_ACCOUNT_MB", &c.FilesMaxAccountMB, 0)
+	integer("CROSSCHECK_STORE_MIN_FREE_MB", &c.StoreMinFreeMB, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS", &c.HTTP.MaxConns, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR", &c.HTTP.MaxConnsPerAddr, 0)
 	if v := os.Getenv("CROSSCHECK_PRINT_FIRST_KEY"); v != "" {

@@ -3,12 +3,15 @@
 package embedded
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 )
 
 // Options configure the embedded server.
@@ -25,6 +28,9 @@ type Options struct {
 	Port int
 	// Token, when set, is required of every client.
 	Token string
+	// Log receives the server's warnings and errors (its notices at debug
+	// level); the zero Logger discards them.
+	Log zerolog.Logger
 }
 
 // Server is a running embedded nats-server.
@@ -32,6 +38,9 @@ type Server struct {
 	*server.Server
 	token string
 	lock  *DirLock
+	// js is the JetStream configuration the server started with, which a
+	// restart of JetStream starts it with again.
+	js server.JetStreamConfig
 }
 
 // Start takes the exclusive lock of the data dir (an error wrapping
@@ -62,13 +71,61 @@ func Start(o Options) (*Server, error) {
 		lock.Unlock()
 		return nil, fmt.Errorf("embedded nats-server: %w", err)
 	}
+	s.SetLoggerV2(serverLog{o.Log.With().Str("component", "nats-server").Logger()}, false, false, false)
 	go s.Start()
 	if !s.ReadyForConnections(30 * time.Second) {
 		s.Shutdown()
 		lock.Unlock()
 		return nil, fmt.Errorf("embedded nats-server: not ready after 30s on %s", o.DataDir)
 	}
-	return &Server{Server: s, token: o.Token, lock: lock}, nil
+	js := server.JetStreamConfig{
+		StoreDir: opts.StoreDir, MaxMemory: opts.JetStreamMaxMemory, MaxStore: opts.JetStreamMaxStore,
+		SyncAlways: opts.SyncAlways, SyncInterval: opts.SyncInterval, Strict: !opts.NoJetStreamStrict,
+	}
+	return &Server{Server: s, token: o.Token, lock: lock, js: js}, nil
+}
+
+// Health returns nil when JetStream is enabled and takes writes, and
+// otherwise an error with the server's own reason: JetStream disabled, or a
+// stream (a bucket's stream among them) that failed a write and refuses
+// every write since, as a stream of a full disk does.
+func (s *Server) Health() error {
+	h := s.Healthz(nil)
+	if h == nil || h.Error == "" && h.StatusCode < 300 {
+		return nil
+	}
+	if h.Error == "" {
+		return fmt.Errorf("nats-server health: %s (%d)", h.Status, h.StatusCode)
+	}
+	return errors.New(h.Error)
+}
+
+// RestartJetStream stops JetStream and starts it again on the same store,
+// as the server started it: every stream and consumer is recovered from
+// disk, and a stream that had failed a write (the disk was full) takes
+// writes again. Client connections stay open; their consumers resume once
+// the server knows them again (ordered consumers recreate themselves).
+func (s *Server) RestartJetStream() error {
+	if s.JetStreamEnabled() {
+		if err := s.ShutdownJetStream(); err != nil {
+			return fmt.Errorf("stop JetStream: %w", err)
+		}
+	}
+	cfg := s.js
+	if err := s.EnableJetStream(&cfg); err != nil {
+		return fmt.Errorf("start JetStream: %w", err)
+	}
+	return nil
+}
+
+// FreeBytes returns the bytes free for the server's store on its file
+// system (those an unprivileged process may use).
+func (s *Server) FreeBytes() (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(s.js.StoreDir, &st); err != nil {
+		return 0, fmt.Errorf("free space of %s: %w", s.js.StoreDir, err)
+	}
+	return st.Bavail * uint64(st.Bsize), nil
 }
 
 // Connect opens an in-process client connection to the server.

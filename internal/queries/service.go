@@ -50,6 +50,9 @@ type Service struct {
 	// Limit overrides InflightLimit when positive.
 	Limit int
 	Now   func() time.Time
+	// Space, when set, refuses submissions while the store is low on disk
+	// space: its error is Submit's.
+	Space interface{ CheckSpace() error }
 
 	// listReads and docReads, when set, stand in for the query_list and
 	// query_status buckets in List (tests count the reads of a request
@@ -75,6 +78,8 @@ type Submission struct {
 // Idempotency-Key (hasKey), the same key and body within 24 hours give the
 // original request id with Replayed set; a different body gives
 // idempotency_conflict. Identical concurrent submissions make one query.
+// A valid body is refused with Space's error, before anything is written,
+// while the store is low on disk space.
 //
 // Admission is: bind the key (if any), take an in-flight slot, append the
 // submitted event. A process that dies between those steps strands nothing: a
@@ -90,6 +95,12 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	if err != nil {
 		countRefused(err)
 		return Submission{}, err
+	}
+	if s.Space != nil {
+		if err := s.Space.CheckSpace(); err != nil {
+			countRefused(err)
+			return Submission{}, err
+		}
 	}
 	requestID := NewRequestID()
 	// Once admission starts writing, the client going away must not leave it
