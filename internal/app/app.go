@@ -33,6 +33,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/ledger"
 	"github.com/crosscheck/crosscheck/internal/modes"
 	"github.com/crosscheck/crosscheck/internal/pricing"
+	"github.com/crosscheck/crosscheck/internal/projections"
 	"github.com/crosscheck/crosscheck/internal/providers"
 	"github.com/crosscheck/crosscheck/internal/providers/registry"
 	"github.com/crosscheck/crosscheck/internal/queries"
@@ -236,6 +237,23 @@ func (m *Main) Open(ctx context.Context) error {
 		m.Queries.Space = m.storeWatch
 	}
 
+	var runners []*projections.Runner
+	var rebuilt map[*projections.Runner]uint64
+	if m.runsAPI() {
+		runners = m.projectionRunners()
+	}
+	if m.nats != nil {
+		// Nothing appends yet: the embedded store's read models are checked
+		// against its streams, and after an unclean stop the ledger against
+		// the queries.
+		if rebuilt, err = m.checkReadModels(ctx, runners); err != nil {
+			return err
+		}
+		if err := m.reconcile(ctx); err != nil {
+			return err
+		}
+	}
+
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
 	if m.storeWatch != nil {
@@ -244,7 +262,14 @@ func (m *Main) Open(ctx context.Context) error {
 	if m.runsAPI() {
 		m.wg.Go(func() { m.Accounts.WatchKeys(runCtx, m.Log) })
 		m.wg.Go(func() { m.sweepFiles(runCtx) })
-		m.runProjections(runCtx)
+		m.runProjections(runCtx, runners)
+		// API keys are known again once a rebuilt keys read model has
+		// caught up: the APIs open after that.
+		for r, seq := range rebuilt {
+			if r.Name == projections.ConsumerAccounts {
+				m.awaitRebuild(ctx, r, seq)
+			}
+		}
 	}
 	if m.runsWorker() {
 		workerCtx, stopWorker := context.WithCancel(runCtx)
@@ -263,6 +288,28 @@ func (m *Main) Open(ctx context.Context) error {
 		}()
 	}
 	return m.listen(runCtx)
+}
+
+// reconcile brings the ledger to what QUERIES records after an unclean stop
+// of the embedded store (ledger.Service.Reconcile), and then marks the data
+// dir recovered.
+func (m *Main) reconcile(ctx context.Context) error {
+	if !m.nats.Unclean() {
+		return nil
+	}
+	start := time.Now()
+	rec, err := m.Ledger.Reconcile(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile the ledger with the queries after an unclean stop: %w", err)
+	}
+	ev := m.Log.Info()
+	if rec.Changed() {
+		ev = m.Log.Warn()
+	}
+	ev.Int("checked", rec.Checked).Strs("restored", rec.Restored).Strs("settled", rec.Settled).Strs("reversed", rec.Reversed).Strs("released", rec.Released).
+		Dur("took", time.Since(start)).Msg("ledger: reconciled with the queries after an unclean stop")
+	m.nats.Recovered()
+	return nil
 }
 
 // sweepFiles removes, every sweepEvery, the stored objects of uploads that
@@ -370,7 +417,10 @@ func (m *Main) ready(ctx context.Context) error {
 			if i := strings.LastIndex(reason, ": "); i >= 0 {
 				reason = reason[i+2:]
 			}
-			return fmt.Errorf("JetStream cannot take writes (%s); the log says why", reason)
+			if errors.Is(err, embedded.ErrRefusesWrites) {
+				return fmt.Errorf("JetStream cannot take writes (%s); the log says why", reason)
+			}
+			return fmt.Errorf("JetStream is not healthy (%s)", reason)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -111,13 +112,20 @@ func (w *storeWatch) check() {
 		w.failing, w.pause = nil, storeRestartFirst
 		return
 	}
+	if !errors.Is(health, embedded.ErrRefusesWrites) {
+		// Not ready (Main.ready says why), but nothing a restart mends.
+		w.failing = nil
+		return
+	}
 	storeUnwritable.Set(1)
-	if w.failing == nil || w.failing.Error() != health.Error() {
+	// A restart needs the failure seen twice, a check apart.
+	seen := w.failing != nil
+	if !seen || w.failing.Error() != health.Error() {
 		w.log.Error().Err(health).Uint64("free_mib", w.free.Load()>>20).
 			Msg("event store: JetStream cannot take writes; it is restarted once its disk has the free-space floor (CROSSCHECK_STORE_MIN_FREE_MB) free")
 	}
 	w.failing = health
-	if err != nil || w.free.Load() < max(w.floor, storeRestartMinFree) || time.Since(w.restarted) < w.pause {
+	if !seen || err != nil || w.free.Load() < max(w.floor, storeRestartMinFree) || time.Since(w.restarted) < w.pause {
 		return
 	}
 	if !w.restarted.IsZero() {

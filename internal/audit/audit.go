@@ -128,7 +128,13 @@ func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 			}
 			switch e := r.Event.(type) {
 			case events.CreditsReserved:
-				q(e.RequestID).reserved = true
+				m := q(e.RequestID)
+				m.reserved = true
+				if m.settled != nil && strings.HasPrefix(m.settled.reason, "abandoned") {
+					// A submission released as abandoned and finished
+					// later by its client's retry: reserved again.
+					m.settled = nil
+				}
 			case events.CreditsDebited:
 				rep.Debits++
 				q(e.RequestID).add(rep, e.RequestID, e.CallID, charge{model: e.Model, in: e.InputTokens, out: e.OutputTokens,
@@ -153,6 +159,29 @@ func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 				if m := q(e.RequestID); m.settled == nil {
 					m.settled = &settlement{charged: e.ChargedMicros, reason: e.Reason}
 				}
+			case events.ChargesReversed:
+				// The settlement's calls are no longer charged, and the query
+				// is open again for a new settlement.
+				m := q(e.RequestID)
+				if m.settled == nil {
+					rep.problem("query %s: a reversal (seq %d) of no settlement", e.RequestID, r.Seq)
+					continue
+				}
+				var refunded int64
+				for _, call := range e.Calls {
+					c, ok := m.debits[call]
+					if !ok {
+						rep.problem("query %s: reversal of call %s, which no settlement charged", e.RequestID, call)
+						continue
+					}
+					refunded += c.amount
+					m.sum -= c.amount
+					delete(m.debits, call)
+				}
+				if refunded != e.RefundedMicros {
+					rep.problem("query %s: reversal refunds %s credits, but its calls were charged %s", e.RequestID, events.FormatCredits(e.RefundedMicros), events.FormatCredits(refunded))
+				}
+				m.settled = nil
 			}
 		}
 		if err == nil {
@@ -163,7 +192,38 @@ func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 	for _, req := range qids {
 		checkQuery(ctx, store, rep, req, queries[req])
 	}
+	if err := checkUncharged(ctx, store, rep, queries); err != nil {
+		return nil, err
+	}
 	return rep, nil
+}
+
+// checkUncharged finds the queries the ledger never heard of although they
+// were admitted with an estimate (so their admission reserved it) and made
+// model calls that cost something: queries that ran for free.
+func checkUncharged(ctx context.Context, store *eventstore.Store, rep *Report, known map[string]*queryMoney) error {
+	subs, err := store.Load(ctx, store.Queries, events.Subject(events.AggregateQuery, "*", events.QuerySubmitted{}.EventName()), 1)
+	if err != nil {
+		return fmt.Errorf("read QUERIES: %w", err)
+	}
+	for _, r := range subs {
+		e, ok := r.Event.(events.QuerySubmitted)
+		if !ok || known[e.RequestID] != nil || e.EstimatedMicros == 0 {
+			continue
+		}
+		q, _, err := store.LoadQuery(ctx, e.RequestID)
+		if err != nil {
+			return err
+		}
+		var cost int64
+		for _, c := range q.Calls {
+			cost += c.CostMicros
+		}
+		if cost > 0 {
+			rep.problem("query %s: made model calls costing %s credits, but the ledger has no reservation or charge of it", e.RequestID, events.FormatCredits(cost))
+		}
+	}
+	return nil
 }
 
 func short(h string) string {

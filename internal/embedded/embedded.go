@@ -5,7 +5,10 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,15 +44,34 @@ type Server struct {
 	// js is the JetStream configuration the server started with, which a
 	// restart of JetStream starts it with again.
 	js server.JetStreamConfig
+	// running is the data dir's RunningFile; unclean says it was there
+	// when the server started, recovered that its owner recovered from
+	// that.
+	running            string
+	unclean, recovered bool
 }
 
+// RunningFile is the file of the data dir that says a server runs on it:
+// written at start, removed when the server stops. Found at a start, it
+// says the last server on the data dir did not stop (its process crashed,
+// or the machine lost power): see Unclean.
+const RunningFile = "RUNNING"
+
 // Start takes the exclusive lock of the data dir (an error wrapping
-// ErrLocked names the process that holds it), starts the server and waits
-// until it is ready for connections.
+// ErrLocked names the process that holds it), marks the data dir as in use
+// (RunningFile), starts the server and waits until it is ready for
+// connections.
 func Start(o Options) (*Server, error) {
 	lock, err := Lock(o.DataDir)
 	if err != nil {
 		return nil, err
+	}
+	running := filepath.Join(o.DataDir, RunningFile)
+	_, statErr := os.Stat(running)
+	unclean := statErr == nil
+	if err := writeSynced(running, []byte(strconv.Itoa(os.Getpid())+"\n")); err != nil {
+		lock.Unlock()
+		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	opts := &server.Options{
 		ServerName:         "crosscheck-embedded",
@@ -66,8 +88,15 @@ func Start(o Options) (*Server, error) {
 		JetStreamMaxMemory: 256 << 20,
 		Authorization:      o.Token,
 	}
+	// A start that fails leaves the mark as it found it.
+	unmark := func() {
+		if !unclean {
+			_ = os.Remove(running)
+		}
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
+		unmark()
 		lock.Unlock()
 		return nil, fmt.Errorf("embedded nats-server: %w", err)
 	}
@@ -75,6 +104,7 @@ func Start(o Options) (*Server, error) {
 	go s.Start()
 	if !s.ReadyForConnections(30 * time.Second) {
 		s.Shutdown()
+		unmark()
 		lock.Unlock()
 		return nil, fmt.Errorf("embedded nats-server: not ready after 30s on %s", o.DataDir)
 	}
@@ -82,22 +112,68 @@ func Start(o Options) (*Server, error) {
 		StoreDir: opts.StoreDir, MaxMemory: opts.JetStreamMaxMemory, MaxStore: opts.JetStreamMaxStore,
 		SyncAlways: opts.SyncAlways, SyncInterval: opts.SyncInterval, Strict: !opts.NoJetStreamStrict,
 	}
-	return &Server{Server: s, token: o.Token, lock: lock, js: js}, nil
+	return &Server{Server: s, token: o.Token, lock: lock, js: js, running: running, unclean: unclean}, nil
 }
 
-// Health returns nil when JetStream is enabled and takes writes, and
-// otherwise an error with the server's own reason: JetStream disabled, or a
-// stream (a bucket's stream among them) that failed a write and refuses
-// every write since, as a stream of a full disk does.
+// writeSynced writes data to the file path and syncs it and its directory,
+// so that it is there after a power cut.
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
+}
+
+// Unclean reports whether the last server on the data dir did not stop
+// (its process crashed, or the machine lost power): streams synced each on
+// its own timer may then disagree. The data dir stays marked unclean, for
+// every later start, until a server's owner calls Recovered.
+func (s *Server) Unclean() bool { return s.unclean }
+
+// Recovered says that the owner has brought the store back to agreement
+// after an unclean stop: the next Stop leaves the data dir marked clean.
+func (s *Server) Recovered() { s.recovered = true }
+
+// ErrRefusesWrites is in the chain of Health's error when JetStream refuses
+// writes until it restarts: it is disabled, or a stream (a bucket's stream
+// among them) failed a write and keeps refusing every write since, as a
+// stream of a full disk does.
+var ErrRefusesWrites = errors.New("JetStream refuses writes")
+
+// Health returns nil when JetStream is enabled and every stream was
+// recovered and takes writes, and otherwise an error with the server's own
+// reason, wrapping ErrRefusesWrites when a restart of JetStream is what
+// lets it write again.
 func (s *Server) Health() error {
 	h := s.Healthz(nil)
 	if h == nil || h.Error == "" && h.StatusCode < 300 {
 		return nil
 	}
-	if h.Error == "" {
-		return fmt.Errorf("nats-server health: %s (%d)", h.Status, h.StatusCode)
+	reason := h.Error
+	if reason == "" {
+		reason = fmt.Sprintf("nats-server health: %s (%d)", h.Status, h.StatusCode)
 	}
-	return errors.New(h.Error)
+	if !s.JetStreamEnabled() || strings.Contains(reason, "write error") {
+		return fmt.Errorf("%w: %s", ErrRefusesWrites, reason)
+	}
+	return errors.New(reason)
 }
 
 // RestartJetStream stops JetStream and starts it again on the same store,
@@ -137,9 +213,14 @@ func (s *Server) Connect(name string) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// Stop shuts the server down and waits for it to finish, flushing its store.
+// Stop shuts the server down and waits for it to finish, flushing its
+// store; the data dir is then marked clean, unless it was found unclean
+// and not Recovered.
 func (s *Server) Stop() {
 	s.Shutdown()
 	s.WaitForShutdown()
+	if !s.unclean || s.recovered {
+		_ = os.Remove(s.running)
+	}
 	s.lock.Unlock()
 }

@@ -36,6 +36,8 @@ type State struct {
 	Msgs uint64
 	// LastSeq is the sequence of the last message stored; 0 when none ever was.
 	LastSeq uint64
+	// LastTime is when the last message was stored; zero when none was.
+	LastTime time.Time
 	// Consumers is the number of consumers the stream has, durable and
 	// ephemeral, of every process.
 	Consumers int
@@ -47,7 +49,7 @@ func (st *Stream) State(ctx context.Context) (State, error) {
 	if err != nil {
 		return State{}, classify("info "+st.name, err)
 	}
-	return State{Msgs: info.State.Msgs, LastSeq: info.State.LastSeq, Consumers: info.State.Consumers}, nil
+	return State{Msgs: info.State.Msgs, LastSeq: info.State.LastSeq, LastTime: info.State.LastTime, Consumers: info.State.Consumers}, nil
 }
 
 // Message is one stored message of a stream.
