@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/events"
@@ -202,15 +203,17 @@ func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 // were admitted with an estimate (so their admission reserved it) and made
 // model calls that cost something: queries that ran for free.
 func checkUncharged(ctx context.Context, store *eventstore.Store, rep *Report, known map[string]*queryMoney) error {
-	subs, err := store.Load(ctx, store.Queries, events.Subject(events.AggregateQuery, "*", events.QuerySubmitted{}.EventName()), 1)
+	var unknown []string
+	err := eachEvent(ctx, store, eventstore.StreamQueries, events.Subject(events.AggregateQuery, "*", events.QuerySubmitted{}.EventName()), func(r events.Record) {
+		if e, ok := r.Event.(events.QuerySubmitted); ok && known[e.RequestID] == nil && e.EstimatedMicros > 0 {
+			unknown = append(unknown, e.RequestID)
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("read QUERIES: %w", err)
 	}
-	for _, r := range subs {
-		e, ok := r.Event.(events.QuerySubmitted)
-		if !ok || known[e.RequestID] != nil || e.EstimatedMicros == 0 {
-			continue
-		}
+	for _, id := range unknown {
+		e := events.QuerySubmitted{RequestID: id}
 		q, _, err := store.LoadQuery(ctx, e.RequestID)
 		if err != nil {
 			return err
@@ -224,6 +227,36 @@ func checkUncharged(ctx context.Context, store *eventstore.Store, rep *Report, k
 		}
 	}
 	return nil
+}
+
+// eachEvent calls fn with every event of stream matching filter, in order,
+// read through one consumer (no bound on the whole read's time, each event
+// within 10 s).
+func eachEvent(ctx context.Context, store *eventstore.Store, stream, filter string, fn func(events.Record)) error {
+	rd, err := store.OpenReader(ctx, stream, filter, eventstore.ReadFrom{})
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	if n, ok := rd.OpenedPending(); ok && n == 0 {
+		return nil
+	}
+	for {
+		next, cancel := context.WithTimeout(ctx, 10*time.Second)
+		msg, err := rd.Next(next)
+		cancel()
+		if err != nil {
+			return err
+		}
+		rec, err := events.Decode(msg.Seq, msg.Data)
+		if err != nil {
+			return fmt.Errorf("event %d: %w", msg.Seq, err)
+		}
+		fn(rec)
+		if msg.Pending == 0 {
+			return nil
+		}
+	}
 }
 
 func short(h string) string {

@@ -9,29 +9,8 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
-// What the checks of a store after an unclean stop read: where each stream
-// and bucket ends, and what was written since a moment.
-
-// SeqSince returns the sequence of the first message of the stream stored
-// at or after t; 0 when none was.
-func (st *Stream) SeqSince(ctx context.Context, t time.Time) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	msgs, err := jetstreamext.GetBatch(ctx, st.store.js, st.name, 1, jetstreamext.GetBatchStartTime(t))
-	if err != nil {
-		return 0, classify("first message of "+st.name+" since "+t.Format(time.RFC3339Nano), err)
-	}
-	for msg, err := range msgs {
-		if err != nil {
-			if err = classify("first message of "+st.name, err); errors.Is(err, ErrNotFound) {
-				return 0, nil
-			}
-			return 0, err
-		}
-		return msg.Sequence, nil
-	}
-	return 0, nil
-}
+// What the checks of a store after an unclean stop read of its buckets:
+// where each ends, and what was written since a moment.
 
 // LastSeq returns the sequence of the last write to the bucket (its
 // stream's last sequence): it only grows, also when the bucket is purged.
