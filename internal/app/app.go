@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/ledger"
 	"github.com/crosscheck/crosscheck/internal/modes"
 	"github.com/crosscheck/crosscheck/internal/pricing"
+	"github.com/crosscheck/crosscheck/internal/projections"
 	"github.com/crosscheck/crosscheck/internal/providers"
 	"github.com/crosscheck/crosscheck/internal/providers/registry"
 	"github.com/crosscheck/crosscheck/internal/queries"
@@ -99,6 +101,7 @@ type Main struct {
 	BYOM     *byom.Service
 
 	nats        *embedded.Server
+	storeWatch  *storeWatch
 	nc          *nats.Conn
 	public      *http.Server
 	admin       *http.Server
@@ -182,9 +185,11 @@ func (m *Main) Open(ctx context.Context) error {
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return fmt.Errorf("data dir: %w", err)
 		}
-		if m.nats, m.nc, m.Store, err = startEmbedded(ctx, cfg, "crosscheck"); err != nil {
+		if m.nats, m.nc, m.Store, err = startEmbedded(ctx, cfg, "crosscheck", m.Log); err != nil {
 			return err
 		}
+		m.storeWatch = newStoreWatch(m.nats, cfg.StoreMinFreeMB, m.Log)
+		m.storeWatch.check()
 	} else if m.nc, m.Store, err = openShared(ctx, cfg, "crosscheck-"+m.role(), m.Log); err != nil {
 		return err
 	}
@@ -225,6 +230,9 @@ func (m *Main) Open(ctx context.Context) error {
 	models := modes.Models{Providers: registry.Calls(backends, m.RetryDelays, cfg.ModelTimeout), Price: estimator.Cost}
 	m.Files = &files.Service{Store: m.Store, Extract: &extract.Runner{}, Now: m.Now, Log: m.Log, MaxAccountBytes: int64(m.Config.FilesMaxAccountMB) << 20,
 		MaxUploadsPerDay: m.Config.FilesMaxUploadsPerDay}
+	if m.storeWatch != nil {
+		m.Files.Space = m.storeWatch
+	}
 	if m.Attached == nil {
 		m.Attached = uploads{m.Files}
 	}
@@ -249,13 +257,43 @@ func (m *Main) Open(ctx context.Context) error {
 		Estimator: estimator, Credits: m.Ledger, Accounts: m.Accounts, Files: m.Attached,
 		Custom: customModels{m.BYOM}, AccountLimit: cfg.InflightPerAccount,
 	}
+	if m.storeWatch != nil {
+		m.Queries.Space = m.storeWatch
+	}
+
+	var runners []*projections.Runner
+	var rebuilt map[*projections.Runner]uint64
+	if m.runsAPI() {
+		runners = m.projectionRunners()
+	}
+	if m.nats != nil {
+		// Nothing appends yet: the embedded store's read models are checked
+		// against its streams, and after an unclean stop the ledger against
+		// the queries.
+		if rebuilt, err = m.checkReadModels(ctx, runners); err != nil {
+			return err
+		}
+		if err := m.reconcile(ctx); err != nil {
+			return err
+		}
+	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.cancel = cancel
+	if m.storeWatch != nil {
+		m.wg.Go(func() { m.storeWatch.run(runCtx) })
+	}
 	if m.runsAPI() {
 		m.wg.Go(func() { m.Accounts.WatchKeys(runCtx, m.Log) })
 		m.wg.Go(func() { m.sweepFiles(runCtx) })
-		m.runProjections(runCtx)
+		m.runProjections(runCtx, runners)
+		// API keys are known again once a rebuilt keys read model has
+		// caught up: the APIs open after that.
+		for r, seq := range rebuilt {
+			if r.Name == projections.ConsumerAccounts {
+				m.awaitRebuild(ctx, r, seq)
+			}
+		}
 	}
 	if m.runsWorker() {
 		workerCtx, stopWorker := context.WithCancel(runCtx)
@@ -274,6 +312,28 @@ func (m *Main) Open(ctx context.Context) error {
 		}()
 	}
 	return m.listen(runCtx)
+}
+
+// reconcile brings the ledger to what QUERIES records after an unclean stop
+// of the embedded store (ledger.Service.Reconcile), and then marks the data
+// dir recovered.
+func (m *Main) reconcile(ctx context.Context) error {
+	if !m.nats.Unclean() {
+		return nil
+	}
+	start := time.Now()
+	rec, err := m.Ledger.Reconcile(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile the ledger with the queries after an unclean stop: %w", err)
+	}
+	ev := m.Log.Info()
+	if rec.Changed() {
+		ev = m.Log.Warn()
+	}
+	ev.Int("checked", rec.Checked).Strs("restored", rec.Restored).Strs("settled", rec.Settled).Strs("reversed", rec.Reversed).Strs("released", rec.Released).
+		Dur("took", time.Since(start)).Msg("ledger: reconciled with the queries after an unclean stop")
+	m.nats.Recovered()
+	return nil
 }
 
 // sweepFiles removes, every sweepEvery, the stored objects of uploads that
@@ -370,10 +430,24 @@ func (m *Main) listen(ctx context.Context) error {
 }
 
 // ready reports why the process cannot take requests: NATS or JetStream
-// out of reach, or a projection this process runs that is down.
+// out of reach, the embedded JetStream refusing writes (its reason, as a
+// full disk leaves it), or a projection this process runs that is down.
 func (m *Main) ready(ctx context.Context) error {
 	if m.nc == nil || !m.nc.IsConnected() {
 		return errors.New("not connected to NATS")
+	}
+	if m.nats != nil {
+		if err := m.nats.Health(); err != nil {
+			// The whole reason, with the store's paths, is in the log.
+			reason := err.Error()
+			if i := strings.LastIndex(reason, ": "); i >= 0 {
+				reason = reason[i+2:]
+			}
+			if errors.Is(err, embedded.ErrRefusesWrites) {
+				return fmt.Errorf("JetStream cannot take writes (%s); the log says why", reason)
+			}
+			return fmt.Errorf("JetStream is not healthy (%s)", reason)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 
+	"github.com/crosscheck/crosscheck/internal/embedded"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/queries"
 )
@@ -40,6 +43,8 @@ func (m *Main) Crash() {
 		}
 		if m.nats != nil {
 			m.nats.Stop()
+			// A process that dies leaves its data dir marked as in use.
+			_ = os.WriteFile(filepath.Join(m.Config.DataDir, embedded.RunningFile), []byte("crashed\n"), 0o600)
 		}
 		m.wg.Wait()
 		if m.workerDone != nil {

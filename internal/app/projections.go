@@ -109,21 +109,74 @@ func keepRunning(ctx context.Context, name string, run func(context.Context) err
 	}
 }
 
-// runProjections runs the query-status and accounts projections, each
-// restarted after a failure (see keepRunning). On the embedded server this
-// process is the only one. On a shared JetStream every API process runs the
-// projectors and a lease lets one at a time apply each projection.
-func (m *Main) runProjections(ctx context.Context) {
+// projectionRunners returns the runners of the query-status and accounts
+// projections, with the buckets each writes.
+func (m *Main) projectionRunners() []*projections.Runner {
 	status := &projections.QueryStatus{Store: m.Store, Every: projections.RunningDocEvery}
 	balances := &projections.Balances{Store: m.Store, Every: projections.BalanceDocEvery}
 	runners := []*projections.Runner{
-		{Name: projections.ConsumerQueryStatus, Stream: m.Store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: status.HandleBatch, Deferred: status},
+		{Name: projections.ConsumerQueryStatus, Stream: m.Store.Queries, Filters: []string{"ev.query.>"}, HandleBatch: status.HandleBatch, Deferred: status,
+			ReadModels: []*eventstore.Bucket{m.Store.QueryStatus, m.Store.QueryList}},
 		{Name: projections.ConsumerAccounts, Stream: m.Store.Accounts, Filters: []string{"ev.account.>"},
-			HandleBatch: projections.Accounts(&projections.Keys{Store: m.Store}, balances), Deferred: balances},
+			HandleBatch: projections.Accounts(&projections.Keys{Store: m.Store}, balances), Deferred: balances,
+			ReadModels: []*eventstore.Bucket{m.Store.Keys, m.Store.Balances}},
 	}
-	host, _ := os.Hostname()
 	for _, r := range runners {
 		r.Log, r.Checkpoints = m.Log, m.Store.Projections
+	}
+	return runners
+}
+
+// checkReadModels rebuilds each projection of runners whose read models
+// cannot resume from its checkpoint (projections.Runner.Check: the store
+// lost writes in an unclean stop), before anything is appended. It returns
+// the rebuilt ones, each with the last sequence of its stream.
+func (m *Main) checkReadModels(ctx context.Context, runners []*projections.Runner) (map[*projections.Runner]uint64, error) {
+	rebuilt := map[*projections.Runner]uint64{}
+	for _, r := range runners {
+		reason, err := r.Check(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if reason == "" {
+			continue
+		}
+		state, err := r.Stream.State(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m.Log.Warn().Str("consumer", r.Name).Str("reason", reason).Uint64("events", state.LastSeq).
+			Msg("projection: its read models do not match its stream (a store lost writes it had acknowledged); they are rebuilt from the stream")
+		if err := r.Rebuild(ctx); err != nil {
+			return nil, err
+		}
+		rebuilt[r] = state.LastSeq
+	}
+	return rebuilt, nil
+}
+
+// awaitRebuild waits, up to the start timeout, until the projection of r
+// has applied the events up to seq.
+func (m *Main) awaitRebuild(ctx context.Context, r *projections.Runner, seq uint64) {
+	start := time.Now()
+	deadline := start.Add(m.Config.StartTimeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if pos, err := projections.Checkpoint(ctx, r.Checkpoints, r.Name); err == nil && pos >= seq {
+			m.Log.Info().Str("consumer", r.Name).Dur("took", time.Since(start)).Msg("projection: rebuilt")
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m.Log.Warn().Str("consumer", r.Name).Msg("projection: still rebuilding; serving meanwhile")
+}
+
+// runProjections runs runners, each restarted after a failure (see
+// keepRunning). On the embedded server this process is the only one. On a
+// shared JetStream every API process runs the projectors and a lease lets
+// one at a time apply each projection.
+func (m *Main) runProjections(ctx context.Context, runners []*projections.Runner) {
+	host, _ := os.Hostname()
+	for _, r := range runners {
 		run := func(ctx context.Context) error {
 			keepRunning(ctx, r.Name, r.Run, &m.projections, m.Log)
 			return nil

@@ -16,11 +16,11 @@ import (
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 )
 
-// startEmbedded starts the embedded nats-server on cfg's data dir, connects
-// to it as name and opens the event store. On an error nothing is left
-// running.
-func startEmbedded(ctx context.Context, cfg config.Config, name string) (*embedded.Server, *nats.Conn, *eventstore.Store, error) {
-	srv, err := embedded.Start(embedded.Options{DataDir: cfg.DataDir, SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval})
+// startEmbedded starts the embedded nats-server on cfg's data dir, its
+// warnings and errors logged to log, connects to it as name and opens the
+// event store. On an error nothing is left running.
+func startEmbedded(ctx context.Context, cfg config.Config, name string, log zerolog.Logger) (*embedded.Server, *nats.Conn, *eventstore.Store, error) {
+	srv, err := embedded.Start(embedded.Options{DataDir: cfg.DataDir, SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval, Log: log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -42,14 +42,15 @@ func startEmbedded(ctx context.Context, cfg config.Config, name string) (*embedd
 // the service (audit, events, the benchmark): CROSSCHECK_NATS_URL, or the
 // embedded data dir, which no running serve may hold. close releases it.
 func OpenStore(ctx context.Context, cfg config.Config) (store *eventstore.Store, close func(), err error) {
+	log := zerolog.New(os.Stderr).With().Timestamp().Logger().Level(zerolog.WarnLevel)
 	if cfg.NATSURL != "" {
-		nc, store, err := openShared(ctx, cfg, "crosscheck-offline", zerolog.New(os.Stderr).With().Timestamp().Logger())
+		nc, store, err := openShared(ctx, cfg, "crosscheck-offline", log)
 		if err != nil {
 			return nil, nil, err
 		}
 		return store, nc.Close, nil
 	}
-	srv, nc, store, err := startEmbedded(ctx, cfg, "crosscheck-audit")
+	srv, nc, store, err := startEmbedded(ctx, cfg, "crosscheck-audit", log)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (stop `crosscheck serve` on this data dir first, or set CROSSCHECK_NATS_URL)", err)
 	}

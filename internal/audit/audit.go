@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/crosscheck/crosscheck/internal/catalog"
 	"github.com/crosscheck/crosscheck/internal/events"
@@ -137,7 +138,13 @@ func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 			}
 			switch e := r.Event.(type) {
 			case events.CreditsReserved:
-				q(e.RequestID).reserved = true
+				m := q(e.RequestID)
+				m.reserved = true
+				if m.settled != nil && strings.HasPrefix(m.settled.reason, "abandoned") {
+					// A submission released as abandoned and finished
+					// later by its client's retry: reserved again.
+					m.settled = nil
+				}
 			case events.CreditsDebited:
 				rep.Debits++
 				q(e.RequestID).add(rep, e.RequestID, e.CallID, charge{model: e.Model, in: e.InputTokens, out: e.OutputTokens,
@@ -166,6 +173,29 @@ func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 				if m := q(e.RequestID); m.settled == nil {
 					m.settled = &settlement{charged: e.ChargedMicros, reason: e.Reason}
 				}
+			case events.ChargesReversed:
+				// The settlement's calls are no longer charged, and the query
+				// is open again for a new settlement.
+				m := q(e.RequestID)
+				if m.settled == nil {
+					rep.problem("query %s: a reversal (seq %d) of no settlement", e.RequestID, r.Seq)
+					continue
+				}
+				var refunded int64
+				for _, call := range e.Calls {
+					c, ok := m.debits[call]
+					if !ok {
+						rep.problem("query %s: reversal of call %s, which no settlement charged", e.RequestID, call)
+						continue
+					}
+					refunded += c.amount
+					m.sum -= c.amount
+					delete(m.debits, call)
+				}
+				if refunded != e.RefundedMicros {
+					rep.problem("query %s: reversal refunds %s credits, but its calls were charged %s", e.RequestID, events.FormatCredits(e.RefundedMicros), events.FormatCredits(refunded))
+				}
+				m.settled = nil
 			}
 		}
 		if err == nil {
@@ -175,6 +205,9 @@ func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 	sort.Strings(qids)
 	for _, req := range qids {
 		checkQuery(ctx, store, rep, req, queries[req])
+	}
+	if err := checkUncharged(ctx, store, rep, queries); err != nil {
+		return nil, err
 	}
 	return rep, nil
 }
@@ -205,6 +238,66 @@ func checkCancellation(rep *Report, e events.ChargesSettled, open *events.OpenQu
 	}
 	if c.AmountMicros < 0 || c.WrittenOffMicros < 0 || c.AmountMicros+c.WrittenOffMicros != c.CostMicros {
 		rep.problem("query %s: cancellation charge: amount %d + written off %d ≠ cost %d", e.RequestID, c.AmountMicros, c.WrittenOffMicros, c.CostMicros)
+	}
+}
+
+// checkUncharged finds the queries the ledger never heard of although they
+// were admitted with an estimate (so their admission reserved it) and made
+// model calls that cost something: queries that ran for free.
+func checkUncharged(ctx context.Context, store *eventstore.Store, rep *Report, known map[string]*queryMoney) error {
+	var unknown []string
+	err := eachEvent(ctx, store, eventstore.StreamQueries, events.Subject(events.AggregateQuery, "*", events.QuerySubmitted{}.EventName()), func(r events.Record) {
+		if e, ok := r.Event.(events.QuerySubmitted); ok && known[e.RequestID] == nil && e.EstimatedMicros > 0 {
+			unknown = append(unknown, e.RequestID)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("read QUERIES: %w", err)
+	}
+	for _, id := range unknown {
+		e := events.QuerySubmitted{RequestID: id}
+		q, _, err := store.LoadQuery(ctx, e.RequestID)
+		if err != nil {
+			return err
+		}
+		var cost int64
+		for _, c := range q.Calls {
+			cost += c.CostMicros
+		}
+		if cost > 0 {
+			rep.problem("query %s: made model calls costing %s credits, but the ledger has no reservation or charge of it", e.RequestID, events.FormatCredits(cost))
+		}
+	}
+	return nil
+}
+
+// eachEvent calls fn with every event of stream matching filter, in order,
+// read through one consumer (no bound on the whole read's time, each event
+// within 10 s).
+func eachEvent(ctx context.Context, store *eventstore.Store, stream, filter string, fn func(events.Record)) error {
+	rd, err := store.OpenReader(ctx, stream, filter, eventstore.ReadFrom{})
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	if n, ok := rd.OpenedPending(); ok && n == 0 {
+		return nil
+	}
+	for {
+		next, cancel := context.WithTimeout(ctx, 10*time.Second)
+		msg, err := rd.Next(next)
+		cancel()
+		if err != nil {
+			return err
+		}
+		rec, err := events.Decode(msg.Seq, msg.Data)
+		if err != nil {
+			return fmt.Errorf("event %d: %w", msg.Seq, err)
+		}
+		fn(rec)
+		if msg.Pending == 0 {
+			return nil
+		}
 	}
 }
 

@@ -291,6 +291,48 @@ func TestAuditChecksTheReadModelAtItsOwnSequence(t *testing.T) {
 	}
 }
 
+// A settlement reversed after its query lost calls, and the query settled
+// again for the calls it records, passes; a reversal that refunds what was
+// not charged, and a query that made calls with no ledger entry at all
+// (its reservation and settlement lost), are differences.
+func TestAuditFollowsReversalsAndFindsFreeQueries(t *testing.T) {
+	f := newFixture(t)
+	view, err := f.led.Accounts.CreateAccount(f.ctx, "a", events.PlanPro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	id := "req_01M80000000000000000000001"
+	if err := f.led.Reserve(f.ctx, acct, id, 2*events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	sub := events.QuerySubmitted{RequestID: id, AccountID: acct, Mode: events.ModeUnify, Prompt: "p", Models: []events.ModelRef{model}, EstimatedMicros: 2 * events.MicrosPerCredit}
+	q := f.query(id, sub, events.QueryStarted{}, f.answered(10))
+	lost := events.Call{ID: "01M8000000000000000000LOST", Step: "model_answered", Model: model, Usage: events.Usage{InputTokens: 16, OutputTokens: 20}, CostMicros: f.answered(20).CostMicros}
+	if _, err := f.led.Settle(f.ctx, acct, id, append(q.Calls, lost), events.EndingOf(events.QueryCompleted{})); err != nil {
+		t.Fatal(err)
+	}
+	// The query's record lost the call: the settlement is reversed and the
+	// query, run again, records another call and is settled again.
+	recorded := map[string]bool{q.Calls[0].ID: true}
+	if ok, err := f.led.Reverse(f.ctx, acct, id, recorded); err != nil || !ok {
+		t.Fatalf("reverse: %v %v", ok, err)
+	}
+	q = f.query(id, f.answered(30))
+	f.settle(acct, id, q)
+	if rep := f.audit(); !rep.OK() {
+		t.Fatalf("a reversed and settled again query:\n%s", f.report(rep))
+	}
+
+	// A query that ran with no ledger entry: free.
+	free := "req_01M80000000000000000000002"
+	sub.RequestID = free
+	f.query(free, sub, events.QueryStarted{}, f.answered(10), events.QueryCompleted{})
+	if rep := f.report(f.audit()); !strings.Contains(rep, "query "+free+": made model calls costing") {
+		t.Fatalf("a free query is not found:\n%s", rep)
+	}
+}
+
 // A cancelled query's settlement carries its cancellation charge, which the
 // audit recomputes from the reservation and the calls: an honest one
 // passes; one that charges more than the policy makes, and one for a query

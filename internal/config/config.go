@@ -23,8 +23,9 @@ type Config struct {
 	ConfigFile string
 	SimLatency time.Duration
 	Replicas   int
-	// SyncAlways makes the embedded server fsync every write before it acks;
-	// otherwise it fsyncs every SyncInterval (zero: the server's default, 2 min).
+	// SyncAlways makes the embedded server fsync every write before it acks
+	// (the default); otherwise it fsyncs every SyncInterval (zero: the
+	// server's default, 2 min).
 	SyncAlways   bool
 	SyncInterval time.Duration
 	// DocsURL is the base of error docs_url values; empty means the service's
@@ -88,6 +89,11 @@ type Config struct {
 	// that a cancelled query is charged at least: 0 charges only the model
 	// calls it recorded.
 	CancelChargePercent int
+	// StoreMinFreeMB is the free space, in MiB, of the embedded store's
+	// file system below which submissions and uploads are refused, and
+	// above which a store that failed a write for want of space is
+	// restarted; zero is no floor.
+	StoreMinFreeMB int
 	// HTTP bounds what one client can hold of the HTTP servers.
 	HTTP HTTPLimits
 	// PrintFirstKey makes the first start of crosscheck serve print the
@@ -173,6 +179,7 @@ func Defaults() Config {
 		AdminAddr:           "127.0.0.1:8081",
 		DataDir:             "./data",
 		Replicas:            1,
+		SyncAlways:          true,
 		LogLevel:            "info",
 		WorkerAckWait:       10 * time.Second,
 		WorkerMaxJobs:       16384,
@@ -194,6 +201,7 @@ func Defaults() Config {
 		FilesMaxUploadsPerDay: 10000,
 		InflightPerAccount:    64,
 		CancelChargePercent:   10,
+		StoreMinFreeMB:        512,
 		HTTP: HTTPLimits{
 			MaxHeaderBytes:    32 << 10,
 			MaxConns:          4096,
@@ -282,6 +290,7 @@ func FromEnv() (Config, error) {
 	if c.CancelChargePercent > 100 {
 		errs = append(errs, fmt.Sprintf("CROSSCHECK_CANCEL_CHARGE_PERCENT=%d must be a percentage from 0 to 100", c.CancelChargePercent))
 	}
+	integer("CROSSCHECK_STORE_MIN_FREE_MB", &c.StoreMinFreeMB, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS", &c.HTTP.MaxConns, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR", &c.HTTP.MaxConnsPerAddr, 0)
 	if v := os.Getenv("CROSSCHECK_TRUST_TRACEPARENT"); v != "" {
@@ -316,7 +325,7 @@ func FromEnv() (Config, error) {
 		if strings.EqualFold(v, "always") {
 			c.SyncAlways = true
 		} else if d, err := time.ParseDuration(v); err == nil && d > 0 {
-			c.SyncInterval = d
+			c.SyncAlways, c.SyncInterval = false, d
 		} else {
 			errs = append(errs, fmt.Sprintf("CROSSCHECK_SYNC_INTERVAL=%q must be \"always\" or a positive Go duration", v))
 		}

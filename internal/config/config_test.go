@@ -57,6 +57,69 @@ func TestHTTPLimitsFromEnv(t *testing.T) {
 	}
 }
 
+// The embedded store syncs every write before acknowledging it unless the
+// operator opts into an interval: what was acknowledged survives a power
+// cut by default.
+func TestSyncDefaultsToAlways(t *testing.T) {
+	for _, tc := range []struct {
+		env        string
+		always     bool
+		interval   time.Duration
+		wantErrFor bool
+	}{
+		{env: "", always: true},
+		{env: "always", always: true},
+		{env: "ALWAYS", always: true},
+		{env: "1s", interval: time.Second},
+		{env: "2m", interval: 2 * time.Minute},
+		{env: "0s", wantErrFor: true},
+		{env: "often", wantErrFor: true},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Setenv("CROSSCHECK_SYNC_INTERVAL", tc.env)
+			c, err := FromEnv()
+			if tc.wantErrFor {
+				if err == nil || !strings.Contains(err.Error(), "CROSSCHECK_SYNC_INTERVAL") {
+					t.Fatalf("CROSSCHECK_SYNC_INTERVAL=%q: err = %v, want one naming the setting", tc.env, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.SyncAlways != tc.always || c.SyncInterval != tc.interval {
+				t.Fatalf("CROSSCHECK_SYNC_INTERVAL=%q: always %v interval %v, want always %v interval %v", tc.env, c.SyncAlways, c.SyncInterval, tc.always, tc.interval)
+			}
+		})
+	}
+}
+
+// The storage and fairness bounds: their defaults, a value read, and a
+// value out of range refused with the setting named.
+func TestStorageBoundsFromEnv(t *testing.T) {
+	c, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.InflightPerAccount != 64 || c.CancelChargePercent != 10 || c.FilesMaxUploadsPerDay != 10000 {
+		t.Fatalf("defaults: in flight per account %d, cancel charge %d %%, uploads per day %d", c.InflightPerAccount, c.CancelChargePercent, c.FilesMaxUploadsPerDay)
+	}
+	t.Setenv("CROSSCHECK_INFLIGHT_PER_ACCOUNT", "0")
+	t.Setenv("CROSSCHECK_CANCEL_CHARGE_PERCENT", "25")
+	t.Setenv("CROSSCHECK_FILES_MAX_UPLOADS_PER_DAY", "3")
+	if c, err = FromEnv(); err != nil || c.InflightPerAccount != 0 || c.CancelChargePercent != 25 || c.FilesMaxUploadsPerDay != 3 {
+		t.Fatalf("read: %+v, %v", c, err)
+	}
+	for name, v := range map[string]string{"CROSSCHECK_CANCEL_CHARGE_PERCENT": "101", "CROSSCHECK_INFLIGHT_PER_ACCOUNT": "-1", "CROSSCHECK_FILES_MAX_UPLOADS_PER_DAY": "many"} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, v)
+			if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s=%s: err = %v", name, v, err)
+			}
+		})
+	}
+}
+
 // TestAccountBoundsFromEnv: the per-account bounds are settings with
 // defaults below the process's own bounds, and a per-account stream bound
 // that would let one account hold every stream of the process stops the
@@ -98,32 +161,6 @@ func TestAccountBoundsFromEnv(t *testing.T) {
 			t.Setenv(env[0], env[1])
 			if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), env[0]) {
 				t.Fatalf("%s=%s: err = %v", env[0], env[1], err)
-			}
-		})
-	}
-}
-
-// The storage and fairness bounds: their defaults, a value read, and a
-// value out of range refused with the setting named.
-func TestStorageBoundsFromEnv(t *testing.T) {
-	c, err := FromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.InflightPerAccount != 64 || c.CancelChargePercent != 10 || c.FilesMaxUploadsPerDay != 10000 {
-		t.Fatalf("defaults: in flight per account %d, cancel charge %d %%, uploads per day %d", c.InflightPerAccount, c.CancelChargePercent, c.FilesMaxUploadsPerDay)
-	}
-	t.Setenv("CROSSCHECK_INFLIGHT_PER_ACCOUNT", "0")
-	t.Setenv("CROSSCHECK_CANCEL_CHARGE_PERCENT", "25")
-	t.Setenv("CROSSCHECK_FILES_MAX_UPLOADS_PER_DAY", "3")
-	if c, err = FromEnv(); err != nil || c.InflightPerAccount != 0 || c.CancelChargePercent != 25 || c.FilesMaxUploadsPerDay != 3 {
-		t.Fatalf("read: %+v, %v", c, err)
-	}
-	for name, v := range map[string]string{"CROSSCHECK_CANCEL_CHARGE_PERCENT": "101", "CROSSCHECK_INFLIGHT_PER_ACCOUNT": "-1", "CROSSCHECK_FILES_MAX_UPLOADS_PER_DAY": "many"} {
-		t.Run(name, func(t *testing.T) {
-			t.Setenv(name, v)
-			if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), name) {
-				t.Fatalf("%s=%s: err = %v", name, v, err)
 			}
 		})
 	}

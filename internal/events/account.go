@@ -145,7 +145,7 @@ func (a *Account) Apply(r Record) {
 	case AccountCreated:
 		a.ID, a.Name, a.Plan, a.CreatedAt = e.AccountID, e.Name, e.Plan, r.Envelope.Time
 		a.Keys = map[string]*Key{}
-	case CreditsGranted, CreditsAdjusted, CreditsReserved, CreditsDebited, CreditsReleased, MonthlyCapSet, ChargesSettled:
+	case CreditsGranted, CreditsAdjusted, CreditsReserved, CreditsDebited, CreditsReleased, MonthlyCapSet, ChargesSettled, ChargesReversed:
 		a.applyLedger(r)
 	case KeyCreated:
 		a.Keys[e.Fingerprint] = &Key{

@@ -176,6 +176,22 @@ func CancellationMinimum(basis int64, percent int) int64 {
 // no cancellation charge.
 func CancellationBasis(o OpenQuery) int64 { return o.ReservedMicros + o.ChargedMicros }
 
+// ChargesReversed reverses a query's settlement whose record the store lost
+// in part: a power cut under an fsync interval left QUERIES without events
+// that recorded calls the settlement charged. Every call the settlement
+// charged (Calls, by call id) returns to the balance (RefundedMicros, their
+// amounts), and the query is open again, without a reservation: a later
+// settlement charges what the query records by then, so each call it
+// records is charged once. A query whose events are all gone is then
+// released as abandoned.
+type ChargesReversed struct {
+	RequestID      string   `json:"request_id"`
+	Calls          []string `json:"calls"`
+	RefundedMicros int64    `json:"refunded_micros"`
+	Reason         string   `json:"reason"`
+	LedgerLink
+}
+
 // MonthlyCapSet sets or (nil) removes the account's monthly spending cap.
 type MonthlyCapSet struct {
 	CapMicros *int64 `json:"cap_micros"`
@@ -189,6 +205,7 @@ func (CreditsDebited) EventName() string  { return "credits_debited" }
 func (CreditsReleased) EventName() string { return "credits_released" }
 func (MonthlyCapSet) EventName() string   { return "monthly_cap_set" }
 func (ChargesSettled) EventName() string  { return "charges_settled" }
+func (ChargesReversed) EventName() string { return "charges_reversed" }
 
 func init() {
 	register(AggregateAccount,
@@ -199,6 +216,7 @@ func init() {
 		func() Event { return &CreditsReleased{} },
 		func() Event { return &MonthlyCapSet{} },
 		func() Event { return &ChargesSettled{} },
+		func() Event { return &ChargesReversed{} },
 	)
 }
 
@@ -227,6 +245,9 @@ func Linked(ev Event, prev string) (Event, bool) {
 	case ChargesSettled:
 		e.LedgerLink = link
 		return e, true
+	case ChargesReversed:
+		e.LedgerLink = link
+		return e, true
 	}
 	return ev, false
 }
@@ -247,6 +268,8 @@ func PrevHashOf(ev Event) (string, bool) {
 	case MonthlyCapSet:
 		return e.PrevHash, true
 	case ChargesSettled:
+		return e.PrevHash, true
+	case ChargesReversed:
 		return e.PrevHash, true
 	}
 	return "", false
@@ -371,6 +394,15 @@ func (a *Account) applyLedger(r Record) bool {
 	case CreditsReleased:
 		if o := l.Open[e.RequestID]; o != nil {
 			l.release(e.RequestID, o)
+		}
+	case ChargesReversed:
+		// A reversal of a query open already (replayed) changes nothing.
+		if _, open := l.Open[e.RequestID]; !open {
+			l.BalanceMicros += e.RefundedMicros
+			if Period(r.Envelope.Time) == l.Month {
+				l.SpentMonthMicros = max(l.SpentMonthMicros-e.RefundedMicros, 0)
+			}
+			l.Open[e.RequestID] = &OpenQuery{Calls: map[string]bool{}, At: r.Envelope.Time}
 		}
 	case MonthlyCapSet:
 		l.CapMicros = e.CapMicros
@@ -583,6 +615,40 @@ func CancellationDue(o OpenQuery, charged int64, percent int) CancellationCharge
 	c.MinimumMicros = CancellationMinimum(c.BasisMicros, percent)
 	c.CostMicros = max(c.MinimumMicros-charged, 0)
 	return c
+}
+
+// DecideReverse decides the reversal of settled, the settlement of query
+// requestID, because the query no longer records the calls of lost (each a
+// call id of settled): every call settled charged is refunded and the query
+// is open again. It is nil when the query is open (reversed already, or
+// never settled), when nothing of the settlement is lost, and for a
+// settlement that counted debits made before it (a ledger of an earlier
+// layout), which a reversal of its calls alone would not undo.
+func (a *Account) DecideReverse(requestID string, settled ChargesSettled, lost []string, reason string) Event {
+	if _, open := a.Ledger.Open[requestID]; open || settled.RequestID != requestID || len(lost) == 0 {
+		return nil
+	}
+	ev := ChargesReversed{RequestID: requestID, Calls: make([]string, 0, len(settled.Calls)), Reason: reason}
+	for _, c := range settled.Calls {
+		ev.Calls = append(ev.Calls, c.CallID)
+		ev.RefundedMicros += c.AmountMicros
+	}
+	if ev.RefundedMicros != settled.ChargedMicros {
+		return nil
+	}
+	return ev
+}
+
+// DecideRestore decides a reservation of nothing for query requestID, whose
+// admission's reservation the store lost (the query is recorded, the ledger
+// has no reservation or settlement of it): its settlement then charges its
+// calls from the balance, as a reservation that ran out would. The caller
+// knows the query was never settled; it is nil when the query is open.
+func (a *Account) DecideRestore(requestID string) Event {
+	if _, open := a.Ledger.Open[requestID]; open {
+		return nil
+	}
+	return CreditsReserved{RequestID: requestID, AmountMicros: 0}
 }
 
 // DecideAdjust decides an administrator's adjustment. It refuses with an

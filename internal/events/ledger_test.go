@@ -342,6 +342,55 @@ func TestLedgerConservation(t *testing.T) {
 	}
 }
 
+// A settlement whose query lost events that recorded its calls is reversed
+// whole: every call it charged returns to the balance, the query is open
+// again without a reservation, and its next settlement charges what it
+// records; the balance ends as if only the recorded calls were charged.
+func TestReverseAndSettleAgain(t *testing.T) {
+	a := ledgerAt(t, testTime, CreditsGranted{AmountMicros: 10 * credit}, CreditsReserved{RequestID: "q", AmountMicros: 3 * credit})
+	calls := []SettledCall{{CallID: "c1", CostMicros: credit}, {CallID: "c2", CostMicros: 2 * credit}}
+	settled := a.DecideSettle("q", calls, "settled").(ChargesSettled)
+	apply(t, a, testTime, settled)
+	if a.Ledger.BalanceMicros != 7*credit || a.Ledger.Open["q"] != nil {
+		t.Fatalf("after the settlement: balance %d open %v", a.Ledger.BalanceMicros, a.Ledger.Open["q"])
+	}
+	if ev := a.DecideReverse("q", settled, nil, "lost"); ev != nil {
+		t.Fatalf("a settlement with nothing lost is reversed: %+v", ev)
+	}
+	rev := a.DecideReverse("q", settled, []string{"c2"}, "lost")
+	want := ChargesReversed{RequestID: "q", Calls: []string{"c1", "c2"}, RefundedMicros: 3 * credit, Reason: "lost"}
+	if fmt.Sprint(rev) != fmt.Sprint(want) {
+		t.Fatalf("reversal %+v, want %+v", rev, want)
+	}
+	apply(t, a, testTime, rev)
+	if o := a.Ledger.Open["q"]; o == nil || o.ReservedMicros != 0 || len(o.Calls) != 0 || a.Ledger.BalanceMicros != 10*credit || a.Ledger.SpentMonthMicros != 0 {
+		t.Fatalf("after the reversal: open %+v balance %d spent %d", o, a.Ledger.BalanceMicros, a.Ledger.SpentMonthMicros)
+	}
+	if ev := a.DecideReverse("q", settled, []string{"c2"}, "lost"); ev != nil {
+		t.Fatalf("a reversed settlement is reversed again: %+v", ev)
+	}
+	// The run records c1 and a new call c3 instead of the lost c2.
+	again := a.DecideSettle("q", []SettledCall{{CallID: "c1", CostMicros: credit}, {CallID: "c3", CostMicros: 2 * credit}}, "settled").(ChargesSettled)
+	apply(t, a, testTime, again)
+	if again.ChargedMicros != 3*credit || a.Ledger.BalanceMicros != 7*credit || a.Ledger.Open["q"] != nil || a.Ledger.ReservedMicros != 0 {
+		t.Fatalf("settled again: charged %d balance %d open %v reserved %d", again.ChargedMicros, a.Ledger.BalanceMicros, a.Ledger.Open["q"], a.Ledger.ReservedMicros)
+	}
+	if ev := a.DecideRestore("q"); ev == nil {
+		t.Fatal("a settled query is restored to nothing")
+	}
+	if ev := ledgerAt(t, testTime, CreditsReserved{RequestID: "q", AmountMicros: 1}).DecideRestore("q"); ev != nil {
+		t.Fatalf("an open query is restored: %+v", ev)
+	}
+	// A settlement that counted debits made before it is not reversed.
+	b := ledgerAt(t, testTime, CreditsGranted{AmountMicros: 10 * credit}, CreditsReserved{RequestID: "q", AmountMicros: 3 * credit},
+		CreditsDebited{RequestID: "q", CallID: "c0", CostMicros: credit, AmountMicros: credit})
+	older := b.DecideSettle("q", calls, "settled").(ChargesSettled)
+	apply(t, b, testTime, older)
+	if ev := b.DecideReverse("q", older, []string{"c1"}, "lost"); ev != nil {
+		t.Fatalf("a settlement after per-call debits is reversed: %+v", ev)
+	}
+}
+
 func TestCancellationMinimum(t *testing.T) {
 	cases := []struct {
 		basis   int64

@@ -435,6 +435,8 @@ func examples(t *testing.T) map[string]events.Event {
 			InputPerMillion: 500, OutputPerMillion: 2000, CostMicros: 409_500, AmountMicros: 409_500}}, ChargedMicros: 855_500, ReleasedMicros: 353_250, Reason: "settled",
 			Ending:       &events.QueryEnding{Status: events.StatusFailed, Code: "cancelled", Message: events.CancelledMessage},
 			Cancellation: &events.CancellationCharge{Percent: 10, BasisMicros: 1_208_750, MinimumMicros: 120_875, CostMicros: 0}, LedgerLink: link},
+		events.ChargesReversed{RequestID: "req_" + ulid(), Calls: []string{ulid(), ulid()}, RefundedMicros: 855_500,
+			Reason: "the query no longer records 1 of the 2 calls its settlement charged", LedgerLink: link},
 		events.FileUploaded{FileID: "file_" + ulid(), Name: "report.pdf", Kind: events.FileKindPDF, MediaType: "application/pdf",
 			Bytes: 48213, SHA256: strings.Repeat("3ba512ee", 8), Purpose: "query", KeyFingerprint: "f824173q"},
 		events.FileExtracted{FileID: "file_" + ulid(), Pages: 12, Chars: 30412, Truncated: false},
@@ -487,6 +489,8 @@ func subjectPattern(typ string) string {
 	switch {
 	case typ == "account.charges_settled":
 		return `^ev\.account\.[^.*>]+\.ledger\.charges_settled\.req_[0-9A-HJKMNP-TV-Z]{26}$`
+	case typ == "account.charges_reversed":
+		return `^ev\.account\.[^.*>]+\.ledger\.charges_reversed$`
 	case agg == events.AggregateAccount && (strings.HasPrefix(name, "credits_") || name == "monthly_cap_set"):
 		return `^ev\.account\.[^.*>]+\.(ledger\.)?` + name + `$`
 	}

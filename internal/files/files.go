@@ -87,6 +87,9 @@ type Service struct {
 	// hours, deleted ones counted; zero is no bound. With the FILES
 	// stream's age limit it bounds what the stream keeps of an account.
 	MaxUploadsPerDay int
+	// Space, when set, refuses uploads while the store is low on disk
+	// space: its error is Upload's.
+	Space interface{ CheckSpace() error }
 
 	once  sync.Once
 	slots chan struct{}
@@ -122,7 +125,8 @@ var errNotUTF8 = errors.New("text file is not valid UTF-8")
 // extension or content that does not sniff as it says
 // (unsupported_file_type), an empty file, a text file that is not UTF-8 or
 // a file the extraction cannot read (invalid_file), a file over its kind's
-// limit (file_too_large), and a body that ends early (invalid_request).
+// limit (file_too_large), a body that ends early (invalid_request), and
+// any file while the store is low on disk space (Space's error).
 // The body is streamed into the store, never held whole.
 func (s *Service) Upload(ctx context.Context, caller accounts.Caller, name, purpose string, body io.Reader) (Meta, error) {
 	name = path.Base(strings.ReplaceAll(strings.TrimSpace(name), `\`, "/"))
@@ -137,6 +141,11 @@ func (s *Service) Upload(ctx context.Context, caller accounts.Caller, name, purp
 	}
 	if purpose != PurposeQuery {
 		return Meta{}, apperr.New(apperr.InvalidRequest, "purpose must be %q", PurposeQuery)
+	}
+	if s.Space != nil {
+		if err := s.Space.CheckSpace(); err != nil {
+			return Meta{}, err
+		}
 	}
 	k, ok := kindOf(name)
 	if !ok {

@@ -206,16 +206,92 @@ func (s *Service) Settle(ctx context.Context, accountID, requestID string, calls
 }
 
 // Settlement returns the settlement of a query, read from its own subject;
-// nil when the query is not settled.
+// nil when the query is not settled: never, or its last settlement was
+// reversed (Reverse) and the query is open again.
 func (s *Service) Settlement(ctx context.Context, accountID, requestID string) (*events.ChargesSettled, error) {
 	prev, err := s.Accounts.Store.Last(ctx, s.Accounts.Store.Accounts, events.SettlementSubject(accountID, requestID))
 	if err != nil || prev == nil {
 		return nil, err
 	}
-	if e, ok := prev.Event.(events.ChargesSettled); ok {
-		return &e, nil
+	e, ok := prev.Event.(events.ChargesSettled)
+	if !ok {
+		return nil, nil
 	}
-	return nil, nil
+	// A settled query is open again only after a reversal.
+	open, err := s.open(ctx, accountID, requestID)
+	if err != nil || open {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// open reports whether the query holds an open reservation, on the
+// account's latest events.
+func (s *Service) open(ctx context.Context, accountID, requestID string) (bool, error) {
+	var open bool
+	err := s.Accounts.Update(ctx, accountID, func(a *events.Account) { _, open = a.Ledger.Open[requestID] }, s.Accounts.Refreshed(ctx, accountID))
+	return open, err
+}
+
+// Reverse reverses the settlement of a query whose events no longer record
+// some of the calls it charged (recorded: the call ids the query records;
+// the store lost the others in an unclean stop): every call it charged is
+// refunded and the query is open again, without a reservation, for its run
+// to settle it again. It reports whether it reversed anything: not for a
+// query that is not settled, nor when the query records every call.
+func (s *Service) Reverse(ctx context.Context, accountID, requestID string, recorded map[string]bool) (bool, error) {
+	settled, err := s.Settlement(ctx, accountID, requestID)
+	if err != nil || settled == nil {
+		return false, err
+	}
+	var lost []string
+	for _, c := range settled.Calls {
+		if !recorded[c.CallID] {
+			lost = append(lost, c.CallID)
+		}
+	}
+	reason := fmt.Sprintf("the query's events no longer record %d of the %d calls its settlement charged", len(lost), len(settled.Calls))
+	reversed := false
+	err = s.Accounts.Update(ctx, accountID, nil, s.knowing(ctx, accountID, requestID), func(a *events.Account) ([]events.Event, error) {
+		reversed = false
+		if ev := a.DecideReverse(requestID, *settled, lost, reason); ev != nil {
+			reversed = true
+			return []events.Event{ev}, nil
+		}
+		return nil, nil
+	})
+	return reversed, err
+}
+
+// Restore gives a query whose reservation the store lost (recorded in
+// QUERIES, neither reserved nor settled in the ledger: an unclean stop)
+// a reservation of nothing, so that its settlement charges its calls, from
+// the balance. It reports whether it restored one: not for a query that is
+// open or settled.
+func (s *Service) Restore(ctx context.Context, accountID, requestID string) (bool, error) {
+	settled, err := s.Settlement(ctx, accountID, requestID)
+	if err != nil || settled != nil {
+		return false, err
+	}
+	restored := false
+	err = s.Accounts.Update(ctx, accountID, nil, s.Accounts.Refreshed(ctx, accountID), func(a *events.Account) ([]events.Event, error) {
+		restored = false
+		if !a.Exists() {
+			return nil, nil
+		}
+		if ev := a.DecideRestore(requestID); ev != nil {
+			restored = true
+			return []events.Event{ev}, nil
+		}
+		return nil, nil
+	})
+	return restored, err
+}
+
+// Open reports whether a query holds an open reservation (admitted, not
+// settled, or open again after a reversal).
+func (s *Service) Open(ctx context.Context, accountID, requestID string) (bool, error) {
+	return s.open(ctx, accountID, requestID)
 }
 
 // Release settles a query: the unused part of its reservation returns to the
@@ -351,6 +427,9 @@ func entryOf(r events.Record, before, after events.Ledger) (Entry, bool) {
 			e.WrittenOff += c.WrittenOffMicros
 			e.Reason += fmt.Sprintf(", cancelled: %s credits more to reach %d %% of the reservation", events.FormatCredits(c.AmountMicros), c.Percent)
 		}
+	case events.ChargesReversed:
+		e.AmountMicros, e.RequestID = after.BalanceMicros-before.BalanceMicros, ev.RequestID
+		e.Reason = fmt.Sprintf("reversed: %s; %d calls, %s credits refunded", ev.Reason, len(ev.Calls), events.FormatCredits(ev.RefundedMicros))
 	case events.MonthlyCapSet:
 		e.MonthlyCapSet, e.CapAfterMicros = true, ev.CapMicros
 	default:

@@ -277,3 +277,67 @@ func TestKeyChangeDoesNotHideAReservation(t *testing.T) {
 		t.Fatalf("balance %d, want one credit", a.Ledger.BalanceMicros)
 	}
 }
+
+// A settlement whose query lost calls is reversed once and the query is
+// open again (Settlement says none), so that its next settlement charges
+// what it records; a query the ledger lost gets a reservation of nothing
+// back and is charged from the balance; neither reverses nor restores what
+// is consistent.
+func TestReverseAndRestore(t *testing.T) {
+	store := storetest.Open(t)
+	ctx := context.Background()
+	l := process(store)
+	view, err := l.Accounts.CreateAccount(ctx, "recovering", events.PlanEnterprise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	if _, err := l.Adjust(ctx, acct, 10*events.MicrosPerCredit, "credits"); err != nil {
+		t.Fatal(err)
+	}
+	id := "req_01M80000000000000000000001"
+	if err := l.Reserve(ctx, acct, id, 2*events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Settle(ctx, acct, id, []events.Call{call("01M8000000000000000000000A", 500_000), call("01M8000000000000000000000B", 500_000)}, completed); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := l.Reverse(ctx, acct, id, map[string]bool{"01M8000000000000000000000A": true, "01M8000000000000000000000B": true}); err != nil || ok {
+		t.Fatalf("a settlement whose calls are all recorded is reversed: %v %v", ok, err)
+	}
+	if ok, err := l.Restore(ctx, acct, id); err != nil || ok {
+		t.Fatalf("a settled query is restored: %v %v", ok, err)
+	}
+	// The query lost call B; the run records C instead.
+	if ok, err := l.Reverse(ctx, acct, id, map[string]bool{"01M8000000000000000000000A": true}); err != nil || !ok {
+		t.Fatalf("reverse: %v %v", ok, err)
+	}
+	if ok, err := process(store).Reverse(ctx, acct, id, map[string]bool{}); err != nil || ok {
+		t.Fatalf("reversed twice: %v %v", ok, err)
+	}
+	if s, err := process(store).Settlement(ctx, acct, id); err != nil || s != nil {
+		t.Fatalf("the settlement of a reversed query still stands: %+v %v", s, err)
+	}
+	s, err := l.Settle(ctx, acct, id, []events.Call{call("01M8000000000000000000000A", 500_000), call("01M8000000000000000000000C", 300_000)}, completed)
+	if err != nil || s.ChargedMicros != 800_000 {
+		t.Fatalf("settled again: %+v %v", s, err)
+	}
+	// A query whose reservation the ledger lost.
+	lost := "req_01M80000000000000000000002"
+	if ok, err := l.Restore(ctx, acct, lost); err != nil || !ok {
+		t.Fatalf("restore: %v %v", ok, err)
+	}
+	if ok, err := l.Restore(ctx, acct, lost); err != nil || ok {
+		t.Fatalf("restored twice: %v %v", ok, err)
+	}
+	if s, err := l.Settle(ctx, acct, lost, []events.Call{call("01M8000000000000000000000D", 200_000)}, completed); err != nil || s.ChargedMicros != 200_000 {
+		t.Fatalf("a restored query settled: %+v %v", s, err)
+	}
+	recs, a := ledgerOf(t, store, acct)
+	if got := count(recs, "account.charges_reversed"); got != 1 {
+		t.Fatalf("%d reversals, want 1", got)
+	}
+	if want := int64(10*events.MicrosPerCredit - 800_000 - 200_000); a.Ledger.BalanceMicros != want || a.Ledger.ReservedMicros != 0 || len(a.Ledger.Open) != 0 {
+		t.Fatalf("balance %d reserved %d open %v, want %d, 0, none", a.Ledger.BalanceMicros, a.Ledger.ReservedMicros, a.Ledger.Open, want)
+	}
+}

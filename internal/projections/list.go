@@ -84,6 +84,10 @@ func ParseIndexPage(raw []byte) ([]string, error) {
 type indexed struct {
 	accountID, requestID string
 	seq                  uint64
+	// applied says the query's document had applied the submission: it
+	// joins an index that has sequences (or none) only if the index lost
+	// it, and an index of an older store (its head's Seq zero) never.
+	applied bool
 }
 
 // indexTail is the end of an account's index as last stored: its head
@@ -122,7 +126,7 @@ func (p *QueryStatus) indexEntries(ctx context.Context, add []indexed) (pages, h
 		head := tail.head
 		var ids []string
 		for _, a := range byAccount[acct] {
-			if a.seq > head.Seq {
+			if a.seq > head.Seq && (!a.applied || head.Seq > 0 || head.Count == 0) {
 				ids = append(ids, a.requestID)
 				head.Seq = a.seq
 			}

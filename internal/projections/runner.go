@@ -67,7 +67,12 @@ type Runner struct {
 	Batch int
 	// Deferred, when set, is the handler's store of held changes.
 	Deferred Deferring
-	Log      zerolog.Logger
+	// ReadModels are the buckets the handler writes: where each ends is
+	// recorded with every checkpoint, and Check reads their documents
+	// (JSON objects whose "seq" is the stream sequence of the last event
+	// they reflect; other values are not read).
+	ReadModels []*eventstore.Bucket
+	Log        zerolog.Logger
 }
 
 // defaultBatch is the largest batch a runner hands its handler by default.
@@ -247,6 +252,12 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		if at == saved {
 			return
 		}
+		// Where the read models end now, written before the checkpoint:
+		// every document of the events up to it is stored by now.
+		if err := r.savePositions(ctx); err != nil {
+			r.Log.Warn().Err(err).Str("consumer", r.Name).Msg("projection: checkpoint not written; it is written with the next batch")
+			return
+		}
 		if _, err := r.Checkpoints.Put(ctx, r.Name, []byte(strconv.FormatUint(at, 10))); err != nil {
 			r.Log.Warn().Err(err).Str("consumer", r.Name).Msg("projection: checkpoint not written; it is written with the next batch")
 			return
@@ -419,8 +430,10 @@ func Checkpoint(ctx context.Context, kv *eventstore.Bucket, name string) (uint64
 // Rewind forgets a projection's checkpoint so it starts over from the first
 // event, as a rebuild needs.
 func Rewind(ctx context.Context, kv *eventstore.Bucket, name string) error {
-	if err := kv.Delete(ctx, name, 0); err != nil {
-		return fmt.Errorf("rewind %s: %w", name, err)
+	for _, key := range []string{name, positionsKey(name)} {
+		if err := kv.Delete(ctx, key, 0); err != nil {
+			return fmt.Errorf("rewind %s: %w", name, err)
+		}
 	}
 	return nil
 }

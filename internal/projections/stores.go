@@ -102,6 +102,14 @@ func (p *QueryStatus) HandleBatch(ctx context.Context, recs []events.Record) err
 				return err
 			}
 			if r.Seq <= cur.Seq {
+				// Applied already. Its submission joins the index again if
+				// the index lost it: a query_list bucket older than the
+				// documents, as a power cut under an fsync interval can
+				// leave them (the heads' sequences keep it from joining
+				// twice).
+				if e, ok := r.Event.(events.QuerySubmitted); ok && r.Replayed && e.AccountID != "" && e.RequestID != "" {
+					add = append(add, indexed{accountID: e.AccountID, requestID: id, seq: r.Seq, applied: true})
+				}
 				continue
 			}
 			doc = cur.clone()

@@ -56,6 +56,9 @@ type Service struct {
 	// API keys together; zero is no bound.
 	AccountLimit int
 	Now          func() time.Time
+	// Space, when set, refuses submissions while the store is low on disk
+	// space: its error is Submit's.
+	Space interface{ CheckSpace() error }
 
 	// listReads and docReads, when set, stand in for the query_list and
 	// query_status buckets in List (tests count the reads of a request
@@ -81,6 +84,8 @@ type Submission struct {
 // Idempotency-Key (hasKey), the same key and body within 24 hours give the
 // original request id with Replayed set; a different body gives
 // idempotency_conflict. Identical concurrent submissions make one query.
+// A valid body is refused with Space's error, before anything is written,
+// while the store is low on disk space.
 //
 // Admission is: read the key's binding (a replay ends there), check what
 // refuses without a write (the files, a slot free, the credits), bind the
@@ -101,6 +106,12 @@ func (s *Service) Submit(ctx context.Context, caller accounts.Caller, body []byt
 	if err != nil {
 		countRefused(err)
 		return Submission{}, err
+	}
+	if s.Space != nil {
+		if err := s.Space.CheckSpace(); err != nil {
+			countRefused(err)
+			return Submission{}, err
+		}
 	}
 	requestID := NewRequestID()
 	// Once admission starts writing, the client going away must not leave it
