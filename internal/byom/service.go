@@ -40,6 +40,13 @@ const (
 	// MaxAnswerBytes bounds what one call of a customer-owned model may
 	// answer (its text, structured output, citations and tool calls).
 	MaxAnswerBytes = 128 << 10
+	// MaxResponseBytes bounds the body of one response of a customer-owned
+	// model's host, counted as decoded (after gzip): eight times
+	// MaxAnswerBytes, room for the answer escaped in JSON (at most six
+	// bytes a byte, three for the usual non-ASCII text) and the envelope. A
+	// larger body fails the call (invalid_output) as soon as it passes the
+	// bound, unread beyond it; providers.LimitResponses reads it.
+	MaxResponseBytes = 8 * MaxAnswerBytes
 	// DefaultTestTimeout bounds a connection test.
 	DefaultTestTimeout = 15 * time.Second
 	// MaxExcerpt bounds the upstream text an error shows.
@@ -565,9 +572,10 @@ func mapValues(m map[string]string) []string {
 	return out
 }
 
-// backend builds the model backend of c over the guarded client.
+// backend builds the model backend of c over the guarded client, its
+// responses read to MaxResponseBytes at most.
 func (s *Service) backend(ctx context.Context, c Connection) (providers.Provider, error) {
-	hc := s.Guard.Client(0)
+	hc := providers.LimitResponses(s.Guard.Client(0), MaxResponseBytes)
 	if len(c.Headers) > 0 || c.Kind == events.KindAzureOpenAI {
 		hc.Transport = &headers{next: hc.Transport, c: c}
 	}

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -328,56 +327,6 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 	return nil, last
 }
 
-// MaxResponseBytes bounds the body of one response a guarded client reads:
-// a host that sends more fails the call instead of filling the memory.
-const MaxResponseBytes = 32 << 20
-
-// ErrTooLarge is in the chain of the read error of a body past its bound.
-var ErrTooLarge = errors.New("the response is larger than the service reads")
-
-// bounded bounds the response bodies of next.
-type bounded struct {
-	next http.RoundTripper
-	max  int64
-}
-
-func (b *bounded) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := b.next.RoundTrip(r)
-	if err != nil || resp.Body == nil {
-		return resp, err
-	}
-	if resp.ContentLength > b.max {
-		resp.Body.Close()
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, resp.ContentLength, b.max)
-	}
-	resp.Body = &limitedBody{ReadCloser: resp.Body, left: b.max}
-	return resp, nil
-}
-
-// limitedBody fails a read past its bound.
-type limitedBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (l *limitedBody) Read(p []byte) (int, error) {
-	if l.left <= 0 {
-		// One byte more tells a body that ends exactly at the bound from
-		// one that goes on.
-		var one [1]byte
-		if n, _ := l.ReadCloser.Read(one[:]); n > 0 {
-			return 0, ErrTooLarge
-		}
-		return l.ReadCloser.Read(p)
-	}
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
-	}
-	n, err := l.ReadCloser.Read(p)
-	l.left -= int64(n)
-	return n, err
-}
-
 // MaxRedirects bounds the redirects a guarded client follows.
 const MaxRedirects = 3
 
@@ -400,7 +349,7 @@ func (g *Guard) Client(timeout time.Duration) *http.Client {
 		MaxResponseHeaderBytes: 64 << 10,
 	}
 	return &http.Client{
-		Transport: &bounded{next: tr, max: MaxResponseBytes},
+		Transport: tr,
 		Timeout:   timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= MaxRedirects {
