@@ -47,6 +47,7 @@ func (m *Main) openBYOM() error {
 	}
 	m.BYOM = &byom.Service{
 		Accounts: m.Accounts, Keyring: ring, Guard: &egress.Guard{Policy: policy}, Log: m.Log,
+		MaxCalls: m.Config.BYOMMaxCalls, MaxCallsPerAccount: m.Config.BYOMMaxCallsPerAccount,
 		// Counted and traced under the provider key of the customers'
 		// models, so that their calls are customer-billed and no
 		// customer's model name becomes a label value.

@@ -449,7 +449,8 @@ func TestBYOMAnswerTooLong(t *testing.T) {
 	for _, tc := range []struct {
 		pad    int
 		status string
-	}{{byom.MaxAnswerBytes, "answered"}, {byom.MaxAnswerBytes + 1, "failed"}, {9 << 20, "failed"}} {
+		bound  int // the bound the message names
+	}{{byom.MaxAnswerBytes, "answered", 0}, {byom.MaxAnswerBytes + 1, "failed", byom.MaxAnswerBytes}, {9 << 20, "failed", byom.MaxResponseBytes}} {
 		host.mu.Lock()
 		host.pad = tc.pad
 		host.mu.Unlock()
@@ -461,7 +462,7 @@ func TestBYOMAnswerTooLong(t *testing.T) {
 		must(t, m["status"] == tc.status, "an answer of %d bytes: the BYOM %v, want %s", tc.pad, m["status"], tc.status)
 		if tc.status == "failed" {
 			msg, _ := jsonPath(m, "error", "message").(string)
-			must(t, jsonPath(m, "error", "class") == "invalid_output" && strings.Contains(msg, fmt.Sprint(byom.MaxAnswerBytes)),
+			must(t, jsonPath(m, "error", "class") == "invalid_output" && strings.Contains(msg, fmt.Sprint(tc.bound)),
 				"an answer of %d bytes: %v", tc.pad, m["error"])
 		} else {
 			must(t, len(m["answer"].(string)) == tc.pad, "an answer of %d bytes stored as %d", tc.pad, len(m["answer"].(string)))

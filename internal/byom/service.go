@@ -62,12 +62,19 @@ type Service struct {
 	// (retries, timeouts, validated structured output); nil leaves it bare.
 	Calls       func(providers.Provider) providers.Provider
 	TestTimeout time.Duration
-	Log         zerolog.Logger
+	// MaxCalls bounds the calls to customer-owned models this process makes
+	// at once, MaxCallsPerAccount those of one account (zero:
+	// DefaultMaxCalls, DefaultMaxCallsPerAccount). A call beyond waits for a
+	// slot within its attempt's time.
+	MaxCalls, MaxCallsPerAccount int
+	Log                          zerolog.Logger
 	// build makes a BYOM's backend; nil means Build. Tests replace it.
 	build func(ctx context.Context, c Connection, hc *http.Client) (providers.Provider, error)
 
 	cacheOnce sync.Once
 	cache     *lru.Cache[string, providers.Provider]
+	slotsOnce sync.Once
+	slots     *callSlots
 }
 
 // Connection is what a BYOM's backend needs: where, which model, with

@@ -77,6 +77,10 @@ type Config struct {
 	// default allows loopback).
 	BYOMAllow    string
 	BYOMAllowSet bool
+	// BYOMMaxCalls bounds the calls to customer-owned models one worker
+	// process makes at once, BYOMMaxCallsPerAccount those of one account
+	// in it.
+	BYOMMaxCalls, BYOMMaxCallsPerAccount int
 }
 
 // HTTPLimits bound the connections, headers and time a client can hold on the
@@ -148,7 +152,9 @@ func Defaults() Config {
 			WriteTimeout:      60 * time.Second,
 			IdleTimeout:       60 * time.Second,
 		},
-		PrintFirstKey: true,
+		PrintFirstKey:          true,
+		BYOMMaxCalls:           64,
+		BYOMMaxCallsPerAccount: 16,
 	}
 }
 
@@ -217,6 +223,8 @@ func FromEnv() (Config, error) {
 	integer("CROSSCHECK_FILES_MAX_ACCOUNT_MB", &c.FilesMaxAccountMB, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS", &c.HTTP.MaxConns, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR", &c.HTTP.MaxConnsPerAddr, 0)
+	integer("CROSSCHECK_BYOM_MAX_CALLS", &c.BYOMMaxCalls, 1)
+	integer("CROSSCHECK_BYOM_MAX_CALLS_PER_ACCOUNT", &c.BYOMMaxCallsPerAccount, 1)
 	if v := os.Getenv("CROSSCHECK_PRINT_FIRST_KEY"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

@@ -52,3 +52,21 @@ func TestHTTPLimitsFromEnv(t *testing.T) {
 		t.Fatalf("a zero read timeout: err = %v", err)
 	}
 }
+
+// TestBoundsFromEnv: the bounds on customer-owned models' calls are read,
+// with their defaults, and a value below 1 stops the start naming it.
+func TestBoundsFromEnv(t *testing.T) {
+	c, err := FromEnv()
+	if err != nil || c.BYOMMaxCalls != 64 || c.BYOMMaxCallsPerAccount != 16 {
+		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+	t.Setenv("CROSSCHECK_BYOM_MAX_CALLS", "8")
+	t.Setenv("CROSSCHECK_BYOM_MAX_CALLS_PER_ACCOUNT", "2")
+	if c, err = FromEnv(); err != nil || c.BYOMMaxCalls != 8 || c.BYOMMaxCallsPerAccount != 2 {
+		t.Fatalf("set: %d %d, %v", c.BYOMMaxCalls, c.BYOMMaxCallsPerAccount, err)
+	}
+	t.Setenv("CROSSCHECK_BYOM_MAX_CALLS_PER_ACCOUNT", "0")
+	if _, err = FromEnv(); err == nil || !strings.Contains(err.Error(), "CROSSCHECK_BYOM_MAX_CALLS_PER_ACCOUNT") {
+		t.Fatalf("0: %v", err)
+	}
+}
