@@ -157,3 +157,31 @@ func TestBYOMGzipBomb(t *testing.T) {
 	must(t, m["status"] == "failed" && jsonPath(m, "error", "class") == "invalid_output" && strings.Contains(msg, "1048576 bytes"),
 		"the BYOM: %v", m)
 }
+
+// A verify query whose customer-owned model's host never answers ends at
+// CROSSCHECK_QUERY_TIMEOUT, failed with query_timeout, charged for the
+// first-party answers recorded; before, it ran until its calls' timeouts
+// and retries were spent (367 s with the defaults).
+func TestHostThatNeverAnswersEndsQueryTimeout(t *testing.T) {
+	host := newHeldHost(t, false)
+	h := newHarness(t, withConfig(func(c *config.Config) { c.QueryTimeout = 2 * time.Second }))
+	acct := h.account()
+	key := h.key(acct)
+	ids := h.connectHeld(acct, host, 1)
+	start := time.Now()
+	r := h.submit(key, map[string]any{"mode": "verify", "prompt": "How tall is Mount Everest?", "custom_models": ids})
+	must(t, r.status == 202, "submit: %d %s", r.status, r.body)
+	res := h.wait(key, r.json(t)["request_id"].(string), 60*time.Second)
+	took := time.Since(start)
+	must(t, res["status"] == "failed" && jsonPath(res, "error", "code") == "query_timeout", "query: %v %v", res["status"], res["error"])
+	must(t, took < 30*time.Second, "the query ended after %s", took)
+	answered := 0
+	for _, m := range res["models"].([]any) {
+		if jsonPath(m, "status") == "answered" {
+			answered++
+		}
+	}
+	charged, _ := jsonPath(res, "credits", "charged").(float64)
+	must(t, answered == 4 && charged > 0, "%d answers, charged %v: want the four first-party answers recorded and charged", answered, charged)
+	must(t, modelEntry(res, ids[0])["status"] == "pending", "the BYOM: %v", modelEntry(res, ids[0]))
+}

@@ -38,6 +38,11 @@ type Config struct {
 	WorkerMaxJobs int
 	// WorkerMaxFailures is how many failed runs end a job as failed.
 	WorkerMaxFailures int
+	// WorkerMaxCrashes is how many runs of a query in a row may end with
+	// their worker before it ends failed with query_crashed.
+	WorkerMaxCrashes int
+	// QueryTimeout bounds one query's time from its start, across runs.
+	QueryTimeout time.Duration
 	// StartTimeout is how long a process waits at start for a shared NATS
 	// JetStream that is not reachable or not ready yet.
 	StartTimeout time.Duration
@@ -136,6 +141,8 @@ func Defaults() Config {
 		WorkerAckWait:       10 * time.Second,
 		WorkerMaxJobs:       16384,
 		WorkerMaxFailures:   10,
+		WorkerMaxCrashes:    3,
+		QueryTimeout:        8 * time.Minute,
 		ShutdownGrace:       10 * time.Second,
 		StartTimeout:        2 * time.Minute,
 		ModelTimeout:        120 * time.Second,
@@ -199,6 +206,7 @@ func FromEnv() (Config, error) {
 	dur("CROSSCHECK_SHUTDOWN_DRAIN", &c.ShutdownDrain)
 	dur("CROSSCHECK_START_TIMEOUT", &c.StartTimeout)
 	dur("CROSSCHECK_MODEL_TIMEOUT", &c.ModelTimeout)
+	dur("CROSSCHECK_QUERY_TIMEOUT", &c.QueryTimeout)
 	dur("CROSSCHECK_SSE_HEARTBEAT", &c.SSEHeartbeat)
 	dur("CROSSCHECK_HTTP_READ_HEADER_TIMEOUT", &c.HTTP.ReadHeaderTimeout)
 	dur("CROSSCHECK_HTTP_READ_TIMEOUT", &c.HTTP.ReadTimeout)
@@ -217,6 +225,7 @@ func FromEnv() (Config, error) {
 	integer("CROSSCHECK_REPLICAS", &c.Replicas, 1)
 	integer("CROSSCHECK_WORKER_MAX_JOBS", &c.WorkerMaxJobs, 1)
 	integer("CROSSCHECK_WORKER_MAX_FAILURES", &c.WorkerMaxFailures, 1)
+	integer("CROSSCHECK_WORKER_MAX_CRASHES", &c.WorkerMaxCrashes, 1)
 	integer("CROSSCHECK_HTTP_MAX_HEADER_BYTES", &c.HTTP.MaxHeaderBytes, 4096)
 	integer("CROSSCHECK_SSE_MAX_STREAMS", &c.SSEMaxStreams, 0)
 	integer("CROSSCHECK_SSE_MAX_STREAMS_PER_KEY", &c.SSEMaxStreamsPerKey, 0)
@@ -263,6 +272,9 @@ func FromEnv() (Config, error) {
 	}
 	if c.WorkerAckWait < time.Second {
 		errs = append(errs, "CROSSCHECK_WORKER_ACK_WAIT must be at least 1s")
+	}
+	if c.QueryTimeout < time.Second {
+		errs = append(errs, "CROSSCHECK_QUERY_TIMEOUT must be at least 1s: every query's time is bounded")
 	}
 	if len(errs) > 0 {
 		return c, fmt.Errorf("settings: %s", strings.Join(errs, "; "))
