@@ -599,7 +599,7 @@ func TestBYOMSSRF(t *testing.T) {
 	}))
 	acct := h.account()
 	for _, u := range []string{"http://169.254.169.254/v1", "http://[fd00:ec2::254]/v1", "http://metadata.google.internal/v1",
-		"http://192.168.1.1/v1", "http://[::1]:11434/v1", "ftp://example.com/v1"} {
+		"http://192.168.1.1/v1", "http://[::1]:11434/v1", "ftp://example.com/v1", "http://127.0.0.1:11434/v1/..%2f..%2fadmin/v1"} {
 		r := h.connect(acct, map[string]any{"name": "x", "kind": "openai-compatible", "base_url": u, "model": "m", "allow_unverified": true})
 		must(t, r.status == 400 && r.errCode(t) == "invalid_request" && strings.Contains(string(r.body), "base_url is refused"), "%s: %d %s", u, r.status, r.body)
 	}

@@ -274,7 +274,7 @@ func (s *Service) checkResolved(ctx context.Context, baseURL string) error {
 		return nil // unreachable: the test says so
 	}
 	for _, a := range addrs {
-		if err := s.Guard.Policy.CheckAddr(host, a); err != nil {
+		if err := s.Guard.Policy.CheckAddr(host, a, egress.Port(u)); err != nil {
 			return err
 		}
 	}
@@ -580,8 +580,13 @@ func mapValues(m map[string]string) []string {
 }
 
 // backend builds the model backend of c over the guarded client, its
-// responses read to MaxResponseBytes at most.
+// responses read to MaxResponseBytes at most. A base URL the guard refuses
+// now (one saved before a rule that refuses it, or under another allow
+// list) is refused here, so no call is made to it.
 func (s *Service) backend(ctx context.Context, c Connection) (providers.Provider, error) {
+	if _, err := s.Guard.Policy.CheckURL(c.BaseURL); err != nil {
+		return nil, err
+	}
 	hc := providers.LimitResponses(s.Guard.Client(0), MaxResponseBytes)
 	if len(c.Headers) > 0 || c.Kind == events.KindAzureOpenAI {
 		hc.Transport = &headers{next: hc.Transport, c: c}
