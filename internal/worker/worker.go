@@ -4,7 +4,10 @@
 // redelivered within seconds and resumes from the query's own events. A run
 // that fails is recorded (attempt_failed) and retried with a growing delay;
 // after MaxFailures the query ends failed with its reservation released. A
-// job whose workers keep dying is ended once JetStream stops delivering it.
+// query whose runs end with their worker (its process killed while running
+// it) MaxCrashes times in a row is not run again: it ends failed with
+// query_crashed; a job JetStream stops delivering is ended too. A query
+// runs for QueryTimeout at most, then ends failed with query_timeout.
 // A query whose owner cancelled it (cancel_requested, appended by any API
 // process) has its run's model calls ended and ends failed with code
 // cancelled, charged for the calls it recorded.
@@ -615,7 +618,8 @@ func (w *Worker) free(ctx context.Context, fingerprint, id string) (wait func())
 // ended with their worker, query_timeout when its QueryTimeout has passed
 // (before the run, or while the mode runs: its calls are ended), or what
 // its mode decides after running the steps not yet recorded. A run of a
-// query that has started before records attempt_started first. The ending the recorded events decide stands
+// query that has started before records attempt_started before it decides
+// either of the first two. The ending the recorded events decide stands
 // (modes.Decided; a query no worker has run yet decides nothing); a
 // give-up, which no recorded event decides, is recorded first, so that the
 // query is settled only on events that decide its ending. A run that is
