@@ -51,6 +51,11 @@ const (
 	CodeCancelled = "cancelled"
 	// CodeQueryEnded answers the cancel of a query that had already ended.
 	CodeQueryEnded = "query_ended"
+	// CodeQueryCrashed is the error code of a query the service stopped
+	// running because its runs kept ending with their process;
+	// CodeQueryTimeout of one that ran longer than one query may.
+	CodeQueryCrashed = "query_crashed"
+	CodeQueryTimeout = "query_timeout"
 	// CodeHTTP is the code of an answer that carried no error envelope.
 	CodeHTTP = "http_error"
 )

@@ -302,6 +302,7 @@ func (m *Main) Open(ctx context.Context) error {
 		w := &worker.Worker{
 			Store: m.Store, Log: m.Log, Now: m.Now,
 			AckWait: cfg.WorkerAckWait, MaxJobs: cfg.WorkerMaxJobs, MaxFailures: cfg.WorkerMaxFailures, Grace: cfg.ShutdownGrace, Finished: m.Queries.Release,
+			MaxCrashes: cfg.WorkerMaxCrashes, QueryTimeout: cfg.QueryTimeout,
 			Ledger: m.Ledger, Modes: pipelines,
 		}
 		go func() {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/crosscheck/crosscheck/internal/accounts"
@@ -20,10 +23,17 @@ import (
 
 // byomPolicy is the egress allow list: CROSSCHECK_BYOM_ALLOW when set (even
 // empty), else loopback on the embedded server (a model runner on the same
-// machine) and nothing on a shared NATS.
-func byomPolicy(allow string, set, embedded bool) (*egress.Policy, error) {
+// machine) on the ports local runners use (egress.LocalRunnerPorts) but the
+// process's own (own: its listen addresses), and nothing on a shared NATS.
+func byomPolicy(allow string, set, embedded bool, own ...string) (*egress.Policy, error) {
 	if !set && embedded {
-		allow = egress.Loopback
+		var ports []uint16
+		for _, p := range egress.LocalRunnerPorts {
+			if !slices.ContainsFunc(own, func(addr string) bool { _, port, _ := net.SplitHostPort(addr); return port == strconv.Itoa(int(p)) }) {
+				ports = append(ports, p)
+			}
+		}
+		allow = egress.LoopbackOn(ports...)
 	}
 	p, err := egress.ParseAllow(allow)
 	if err != nil {
@@ -41,12 +51,13 @@ func (m *Main) openBYOM() error {
 	if err != nil {
 		return err
 	}
-	policy, err := byomPolicy(m.Config.BYOMAllow, m.Config.BYOMAllowSet, embedded)
+	policy, err := byomPolicy(m.Config.BYOMAllow, m.Config.BYOMAllowSet, embedded, m.Config.HTTPAddr, m.Config.AdminAddr)
 	if err != nil {
 		return err
 	}
 	m.BYOM = &byom.Service{
 		Accounts: m.Accounts, Keyring: ring, Guard: &egress.Guard{Policy: policy}, Log: m.Log,
+		MaxCalls: m.Config.BYOMMaxCalls, MaxCallsPerAccount: m.Config.BYOMMaxCallsPerAccount,
 		// Counted and traced under the provider key of the customers'
 		// models, so that their calls are customer-billed and no
 		// customer's model name becomes a label value.

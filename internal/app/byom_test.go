@@ -449,7 +449,8 @@ func TestBYOMAnswerTooLong(t *testing.T) {
 	for _, tc := range []struct {
 		pad    int
 		status string
-	}{{byom.MaxAnswerBytes, "answered"}, {byom.MaxAnswerBytes + 1, "failed"}, {9 << 20, "failed"}} {
+		bound  int // the bound the message names
+	}{{byom.MaxAnswerBytes, "answered", 0}, {byom.MaxAnswerBytes + 1, "failed", byom.MaxAnswerBytes}, {9 << 20, "failed", byom.MaxResponseBytes}} {
 		host.mu.Lock()
 		host.pad = tc.pad
 		host.mu.Unlock()
@@ -461,7 +462,7 @@ func TestBYOMAnswerTooLong(t *testing.T) {
 		must(t, m["status"] == tc.status, "an answer of %d bytes: the BYOM %v, want %s", tc.pad, m["status"], tc.status)
 		if tc.status == "failed" {
 			msg, _ := jsonPath(m, "error", "message").(string)
-			must(t, jsonPath(m, "error", "class") == "invalid_output" && strings.Contains(msg, fmt.Sprint(byom.MaxAnswerBytes)),
+			must(t, jsonPath(m, "error", "class") == "invalid_output" && strings.Contains(msg, fmt.Sprint(tc.bound)),
 				"an answer of %d bytes: %v", tc.pad, m["error"])
 		} else {
 			must(t, len(m["answer"].(string)) == tc.pad, "an answer of %d bytes stored as %d", tc.pad, len(m["answer"].(string)))
@@ -598,7 +599,7 @@ func TestBYOMSSRF(t *testing.T) {
 	}))
 	acct := h.account()
 	for _, u := range []string{"http://169.254.169.254/v1", "http://[fd00:ec2::254]/v1", "http://metadata.google.internal/v1",
-		"http://192.168.1.1/v1", "http://[::1]:11434/v1", "ftp://example.com/v1"} {
+		"http://192.168.1.1/v1", "http://[::1]:11434/v1", "ftp://example.com/v1", "http://127.0.0.1:11434/v1/..%2f..%2fadmin/v1"} {
 		r := h.connect(acct, map[string]any{"name": "x", "kind": "openai-compatible", "base_url": u, "model": "m", "allow_unverified": true})
 		must(t, r.status == 400 && r.errCode(t) == "invalid_request" && strings.Contains(string(r.body), "base_url is refused"), "%s: %d %s", u, r.status, r.body)
 	}

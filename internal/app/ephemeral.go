@@ -19,5 +19,7 @@ func EphemeralConfig(dataDir string) config.Config {
 	cfg.ShutdownGrace = 2 * time.Second
 	cfg.WorkerMaxJobs = 1024
 	cfg.SSEHeartbeat = time.Hour
+	// Loopback on every port: a test's model hosts listen on random ones.
+	cfg.BYOMAllow, cfg.BYOMAllowSet = "127.0.0.0/8,::1,localhost", true
 	return cfg
 }

@@ -70,6 +70,14 @@ const (
 	InvalidTransition = "invalid_transition"
 	// ConnectionFailed: the connection test of a customer-owned model failed.
 	ConnectionFailed = "connection_failed"
+
+	// Error codes of a query the service stopped running, never an HTTP
+	// answer but on the chat door (which answers its query's error):
+	// QueryCrashed, a query whose runs ended with their worker too many
+	// times in a row (its process died running it); QueryTimeout, a query
+	// that ran longer than one query may.
+	QueryCrashed = "query_crashed"
+	QueryTimeout = "query_timeout"
 )
 
 // Error is an application error with a stable code and a human message.

@@ -52,6 +52,8 @@ func (a *azure) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch s.Kind {
+	case contract.KindHuge:
+		contract.WriteHuge(w)
 	case contract.KindStall:
 		select {
 		case <-r.Context().Done():

@@ -69,7 +69,9 @@ func WithAccount(ctx context.Context, accountID string) context.Context {
 }
 
 // Provider returns the backend a query of the account in ctx calls
-// ref's model through, wrapped by Calls. A model that is no longer usable,
+// ref's model through, wrapped by Calls; each attempt of a call takes one
+// of the account's and of the process's call slots (MaxCalls,
+// MaxCallsPerAccount) first. A model that is no longer usable,
 // or whose key this process cannot decrypt, gives a bad_request
 // providers.Error that says so: the query records that model as failed,
 // and nothing runs in its place.
@@ -112,7 +114,8 @@ func (s *Service) Provider(ctx context.Context, ref events.ModelRef) (providers.
 			buildErr = fmt.Errorf("%s", scrub(err.Error(), conn))
 			return nil
 		}
-		p = scrubbed{Provider: p, conn: conn}
+		s.slotsOnce.Do(func() { s.slots = newCallSlots(s.MaxCalls, s.MaxCallsPerAccount) })
+		p = bounded{Provider: scrubbed{Provider: p, conn: conn}, slots: s.slots, account: accountID}
 		if s.Calls != nil {
 			p = s.Calls(p)
 		}

@@ -40,6 +40,13 @@ const (
 	// MaxAnswerBytes bounds what one call of a customer-owned model may
 	// answer (its text, structured output, citations and tool calls).
 	MaxAnswerBytes = 128 << 10
+	// MaxResponseBytes bounds the body of one response of a customer-owned
+	// model's host, counted as decoded (after gzip): eight times
+	// MaxAnswerBytes, room for the answer escaped in JSON (at most six
+	// bytes a byte, three for the usual non-ASCII text) and the envelope. A
+	// larger body fails the call (invalid_output) as soon as it passes the
+	// bound, unread beyond it; providers.LimitResponses reads it.
+	MaxResponseBytes = 8 * MaxAnswerBytes
 	// DefaultTestTimeout bounds a connection test.
 	DefaultTestTimeout = 15 * time.Second
 	// MaxExcerpt bounds the upstream text an error shows.
@@ -55,12 +62,19 @@ type Service struct {
 	// (retries, timeouts, validated structured output); nil leaves it bare.
 	Calls       func(providers.Provider) providers.Provider
 	TestTimeout time.Duration
-	Log         zerolog.Logger
+	// MaxCalls bounds the calls to customer-owned models this process makes
+	// at once, MaxCallsPerAccount those of one account (zero:
+	// DefaultMaxCalls, DefaultMaxCallsPerAccount). A call beyond waits for a
+	// slot within its attempt's time.
+	MaxCalls, MaxCallsPerAccount int
+	Log                          zerolog.Logger
 	// build makes a BYOM's backend; nil means Build. Tests replace it.
 	build func(ctx context.Context, c Connection, hc *http.Client) (providers.Provider, error)
 
 	cacheOnce sync.Once
 	cache     *lru.Cache[string, providers.Provider]
+	slotsOnce sync.Once
+	slots     *callSlots
 }
 
 // Connection is what a BYOM's backend needs: where, which model, with
@@ -260,7 +274,7 @@ func (s *Service) checkResolved(ctx context.Context, baseURL string) error {
 		return nil // unreachable: the test says so
 	}
 	for _, a := range addrs {
-		if err := s.Guard.Policy.CheckAddr(host, a); err != nil {
+		if err := s.Guard.Policy.CheckAddr(host, a, egress.Port(u)); err != nil {
 			return err
 		}
 	}
@@ -565,9 +579,15 @@ func mapValues(m map[string]string) []string {
 	return out
 }
 
-// backend builds the model backend of c over the guarded client.
+// backend builds the model backend of c over the guarded client, its
+// responses read to MaxResponseBytes at most. A base URL the guard refuses
+// now (one saved before a rule that refuses it, or under another allow
+// list) is refused here, so no call is made to it.
 func (s *Service) backend(ctx context.Context, c Connection) (providers.Provider, error) {
-	hc := s.Guard.Client(0)
+	if _, err := s.Guard.Policy.CheckURL(c.BaseURL); err != nil {
+		return nil, err
+	}
+	hc := providers.LimitResponses(s.Guard.Client(0), MaxResponseBytes)
 	if len(c.Headers) > 0 || c.Kind == events.KindAzureOpenAI {
 		hc.Transport = &headers{next: hc.Transport, c: c}
 	}

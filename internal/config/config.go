@@ -39,6 +39,11 @@ type Config struct {
 	WorkerMaxJobs int
 	// WorkerMaxFailures is how many failed runs end a job as failed.
 	WorkerMaxFailures int
+	// WorkerMaxCrashes is how many runs of a query in a row may end with
+	// their worker before it ends failed with query_crashed.
+	WorkerMaxCrashes int
+	// QueryTimeout bounds one query's time from its start, across runs.
+	QueryTimeout time.Duration
 	// StartTimeout is how long a process waits at start for a shared NATS
 	// JetStream that is not reachable or not ready yet.
 	StartTimeout time.Duration
@@ -111,6 +116,10 @@ type Config struct {
 	// default allows loopback).
 	BYOMAllow    string
 	BYOMAllowSet bool
+	// BYOMMaxCalls bounds the calls to customer-owned models one worker
+	// process makes at once, BYOMMaxCallsPerAccount those of one account
+	// in it.
+	BYOMMaxCalls, BYOMMaxCallsPerAccount int
 }
 
 // HTTPLimits bound the connections, headers and time a client can hold on the
@@ -184,6 +193,8 @@ func Defaults() Config {
 		WorkerAckWait:       10 * time.Second,
 		WorkerMaxJobs:       16384,
 		WorkerMaxFailures:   10,
+		WorkerMaxCrashes:    3,
+		QueryTimeout:        8 * time.Minute,
 		ShutdownGrace:       10 * time.Second,
 		StartTimeout:        2 * time.Minute,
 		ModelTimeout:        120 * time.Second,
@@ -213,7 +224,9 @@ func Defaults() Config {
 			// Four keys' worth (16 each): 16 MiB of bodies of 256 KiB.
 			MaxBodiesPerAccount: 64,
 		},
-		PrintFirstKey: true,
+		PrintFirstKey:          true,
+		BYOMMaxCalls:           64,
+		BYOMMaxCallsPerAccount: 16,
 	}
 }
 
@@ -258,6 +271,7 @@ func FromEnv() (Config, error) {
 	dur("CROSSCHECK_SHUTDOWN_DRAIN", &c.ShutdownDrain)
 	dur("CROSSCHECK_START_TIMEOUT", &c.StartTimeout)
 	dur("CROSSCHECK_MODEL_TIMEOUT", &c.ModelTimeout)
+	dur("CROSSCHECK_QUERY_TIMEOUT", &c.QueryTimeout)
 	dur("CROSSCHECK_SSE_HEARTBEAT", &c.SSEHeartbeat)
 	dur("CROSSCHECK_ESTIMATE_RATE", &c.EstimateRate)
 	dur("CROSSCHECK_HTTP_READ_HEADER_TIMEOUT", &c.HTTP.ReadHeaderTimeout)
@@ -277,6 +291,7 @@ func FromEnv() (Config, error) {
 	integer("CROSSCHECK_REPLICAS", &c.Replicas, 1)
 	integer("CROSSCHECK_WORKER_MAX_JOBS", &c.WorkerMaxJobs, 1)
 	integer("CROSSCHECK_WORKER_MAX_FAILURES", &c.WorkerMaxFailures, 1)
+	integer("CROSSCHECK_WORKER_MAX_CRASHES", &c.WorkerMaxCrashes, 1)
 	integer("CROSSCHECK_HTTP_MAX_HEADER_BYTES", &c.HTTP.MaxHeaderBytes, 4096)
 	integer("CROSSCHECK_SSE_MAX_STREAMS", &c.SSEMaxStreams, 0)
 	integer("CROSSCHECK_SSE_MAX_STREAMS_PER_KEY", &c.SSEMaxStreamsPerKey, 0)
@@ -300,6 +315,8 @@ func FromEnv() (Config, error) {
 		}
 		c.TrustTraceparent = b
 	}
+	integer("CROSSCHECK_BYOM_MAX_CALLS", &c.BYOMMaxCalls, 1)
+	integer("CROSSCHECK_BYOM_MAX_CALLS_PER_ACCOUNT", &c.BYOMMaxCallsPerAccount, 1)
 	if v := os.Getenv("CROSSCHECK_PRINT_FIRST_KEY"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -349,6 +366,9 @@ func FromEnv() (Config, error) {
 	}
 	if c.WorkerAckWait < time.Second {
 		errs = append(errs, "CROSSCHECK_WORKER_ACK_WAIT must be at least 1s")
+	}
+	if c.QueryTimeout < time.Second {
+		errs = append(errs, "CROSSCHECK_QUERY_TIMEOUT must be at least 1s: every query's time is bounded")
 	}
 	if len(errs) > 0 {
 		return c, fmt.Errorf("settings: %s", strings.Join(errs, "; "))

@@ -165,3 +165,35 @@ func TestAccountBoundsFromEnv(t *testing.T) {
 		})
 	}
 }
+
+// TestBoundsFromEnv: the bounds on customer-owned models' calls, on a
+// query's time and on the runs that crash their worker are read, with their
+// defaults, and a value below the least stops the start naming it.
+func TestBoundsFromEnv(t *testing.T) {
+	c, err := FromEnv()
+	if err != nil || c.BYOMMaxCalls != 64 || c.BYOMMaxCallsPerAccount != 16 || c.QueryTimeout != 8*time.Minute || c.WorkerMaxCrashes != 3 {
+		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+	t.Setenv("CROSSCHECK_QUERY_TIMEOUT", "90s")
+	t.Setenv("CROSSCHECK_WORKER_MAX_CRASHES", "5")
+	if c, err = FromEnv(); err != nil || c.QueryTimeout != 90*time.Second || c.WorkerMaxCrashes != 5 {
+		t.Fatalf("set: %s %d, %v", c.QueryTimeout, c.WorkerMaxCrashes, err)
+	}
+	for name, v := range map[string]string{"CROSSCHECK_QUERY_TIMEOUT": "0s", "CROSSCHECK_WORKER_MAX_CRASHES": "0"} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, v)
+			if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s=%s: %v", name, v, err)
+			}
+		})
+	}
+	t.Setenv("CROSSCHECK_BYOM_MAX_CALLS", "8")
+	t.Setenv("CROSSCHECK_BYOM_MAX_CALLS_PER_ACCOUNT", "2")
+	if c, err = FromEnv(); err != nil || c.BYOMMaxCalls != 8 || c.BYOMMaxCallsPerAccount != 2 {
+		t.Fatalf("set: %d %d, %v", c.BYOMMaxCalls, c.BYOMMaxCallsPerAccount, err)
+	}
+	t.Setenv("CROSSCHECK_BYOM_MAX_CALLS_PER_ACCOUNT", "0")
+	if _, err = FromEnv(); err == nil || !strings.Contains(err.Error(), "CROSSCHECK_BYOM_MAX_CALLS_PER_ACCOUNT") {
+		t.Fatalf("0: %v", err)
+	}
+}

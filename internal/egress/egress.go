@@ -11,11 +11,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -73,21 +73,51 @@ var nonPublic = []netip.Prefix{
 // Policy is an allow list of non-public destinations. The zero Policy allows
 // public addresses only.
 type Policy struct {
-	nets  []netip.Prefix
-	hosts map[string]bool
+	nets []allowedNet
+	// hosts are the allowed host names and their ports (0: every port).
+	hosts map[string][]uint16
 }
 
-// Loopback is the allow list of the embedded development default: the
-// machine's own loopback addresses and the name localhost.
-const Loopback = "127.0.0.0/8,::1/128,localhost"
+// allowedNet is a range of addresses allowed on one port, or on every port
+// when port is 0.
+type allowedNet struct {
+	prefix netip.Prefix
+	port   uint16
+}
+
+// LocalRunnerPorts are the ports local model runners listen on by default:
+// LM Studio 1234, vLLM 8000, llama.cpp's server and LocalAI 8080, Ollama
+// 11434.
+var LocalRunnerPorts = []uint16{1234, 8000, 8080, 11434}
+
+// LoopbackOn returns the allow list of the machine's own loopback addresses
+// and the name localhost on ports, and on no other port.
+func LoopbackOn(ports ...uint16) string {
+	var entries []string
+	for _, host := range []string{"127.0.0.0/8", "[::1]", "localhost"} {
+		for _, port := range ports {
+			entries = append(entries, host+":"+strconv.Itoa(int(port)))
+		}
+	}
+	return strings.Join(entries, ",")
+}
+
+// Loopback is the allow list of the embedded development default: a model
+// runner on the same machine, on the ports of LocalRunnerPorts. The other
+// ports of the machine (its databases, its admin interfaces) stay refused,
+// so that connection tests cannot scan them.
+var Loopback = LoopbackOn(LocalRunnerPorts...)
 
 // ParseAllow parses a comma-separated allow list of CIDRs (10.0.0.0/8),
-// single addresses (192.168.1.20) and host names (ollama.lan). Host names
+// single addresses (192.168.1.20) and host names (ollama.lan), each allowed
+// on every port, or on one port when the entry names it
+// (10.0.0.0/8:8000, 192.168.1.20:11434, ollama.lan:11434, and an IPv6
+// address or range in brackets: [::1]:11434, [fd00::/8]:8000). Host names
 // are compared case-insensitively, without a trailing dot. It fails on an
-// entry that is none of these, on a metadata address or name, and on more
-// than MaxAllowEntries entries.
+// entry that is none of these, on a port outside 1-65535, on a metadata
+// address or name, and on more than MaxAllowEntries entries.
 func ParseAllow(s string) (*Policy, error) {
-	p := &Policy{hosts: map[string]bool{}}
+	p := &Policy{hosts: map[string][]uint16{}}
 	entries := strings.Split(s, ",")
 	if len(entries) > MaxAllowEntries {
 		return nil, fmt.Errorf("the allow list has %d entries; at most %d are allowed", len(entries), MaxAllowEntries)
@@ -97,28 +127,46 @@ func ParseAllow(s string) (*Policy, error) {
 		if e == "" {
 			continue
 		}
-		if pre, err := netip.ParsePrefix(e); err == nil {
-			p.nets = append(p.nets, pre.Masked())
+		if err := p.add(e, e, 0); err == nil {
 			continue
-		}
-		if a, err := netip.ParseAddr(e); err == nil {
-			a = a.Unmap()
-			if metadataAddrs[a] {
-				return nil, fmt.Errorf("allow list entry %q is a cloud metadata address, which is never allowed", e)
+		} else if host, portText, serr := net.SplitHostPort(e); serr != nil {
+			return nil, err
+		} else {
+			port, perr := strconv.ParseUint(portText, 10, 16)
+			if perr != nil || port == 0 {
+				return nil, fmt.Errorf("allow list entry %q: the port must be a number from 1 to 65535", e)
 			}
-			p.nets = append(p.nets, netip.PrefixFrom(a, a.BitLen()))
-			continue
+			if err := p.add(e, host, uint16(port)); err != nil {
+				return nil, err
+			}
 		}
-		h := normalHost(e)
-		if !validHostName(h) {
-			return nil, fmt.Errorf("allow list entry %q is neither a CIDR, an IP address nor a host name", e)
-		}
-		if metadataHosts[h] {
-			return nil, fmt.Errorf("allow list entry %q is a cloud metadata host, which is never allowed", e)
-		}
-		p.hosts[h] = true
 	}
 	return p, nil
+}
+
+// add adds entry e, its host part h, allowed on port (0: every port).
+func (p *Policy) add(e, h string, port uint16) error {
+	if pre, err := netip.ParsePrefix(h); err == nil {
+		p.nets = append(p.nets, allowedNet{prefix: pre.Masked(), port: port})
+		return nil
+	}
+	if a, err := netip.ParseAddr(h); err == nil {
+		a = a.Unmap()
+		if metadataAddrs[a] {
+			return fmt.Errorf("allow list entry %q is a cloud metadata address, which is never allowed", e)
+		}
+		p.nets = append(p.nets, allowedNet{prefix: netip.PrefixFrom(a, a.BitLen()), port: port})
+		return nil
+	}
+	h = normalHost(h)
+	if !validHostName(h) {
+		return fmt.Errorf("allow list entry %q is neither a CIDR, an IP address nor a host name, with or without a port", e)
+	}
+	if metadataHosts[h] {
+		return fmt.Errorf("allow list entry %q is a cloud metadata host, which is never allowed", e)
+	}
+	p.hosts[h] = append(p.hosts[h], port)
+	return nil
 }
 
 func normalHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
@@ -189,11 +237,12 @@ func metadata(a netip.Addr) bool {
 	return metadataAddrs[a]
 }
 
-// CheckAddr decides whether a connection to a, reached through host name
-// host ("" for a literal address), may be made: a metadata address never; a
-// public address always; any other when the allow list names its range or
-// the host name. The error wraps ErrRefused and names the address.
-func (p *Policy) CheckAddr(host string, a netip.Addr) error {
+// CheckAddr decides whether a connection to port of a, reached through host
+// name host ("" for a literal address), may be made: a metadata address
+// never; a public address always; any other when the allow list names its
+// range or the host name, on every port or on this one. The error wraps
+// ErrRefused and names the address and port.
+func (p *Policy) CheckAddr(host string, a netip.Addr, port uint16) error {
 	a = a.Unmap()
 	if metadata(a) {
 		return fmt.Errorf("%w: %s is a cloud metadata address", ErrRefused, a)
@@ -201,15 +250,29 @@ func (p *Policy) CheckAddr(host string, a netip.Addr) error {
 	if Public(a) {
 		return nil
 	}
+	onPort := func(allowed uint16) bool { return allowed == 0 || allowed == port }
+	named := false
 	if p != nil {
-		if host != "" && p.hosts[normalHost(host)] {
-			return nil
-		}
-		for _, n := range p.nets {
-			if n.Contains(a) {
-				return nil
+		if host != "" {
+			for _, allowed := range p.hosts[normalHost(host)] {
+				if onPort(allowed) {
+					return nil
+				}
+				named = true
 			}
 		}
+		for _, n := range p.nets {
+			if n.prefix.Contains(a) {
+				if onPort(n.port) {
+					return nil
+				}
+				named = true
+			}
+		}
+	}
+	if named {
+		return fmt.Errorf("%w: port %d of %s is not one the allow list opens on it; the operator can allow it with CROSSCHECK_BYOM_ALLOW (an entry such as %s)",
+			ErrRefused, port, a, netip.AddrPortFrom(a, port))
 	}
 	return fmt.Errorf("%w: %s is a loopback, link-local or private address; the operator can allow it with CROSSCHECK_BYOM_ALLOW", ErrRefused, a)
 }
@@ -236,14 +299,55 @@ func (p *Policy) CheckURL(raw string) (*url.URL, error) {
 	if metadataHosts[normalHost(host)] {
 		return nil, fmt.Errorf("%w: %s is a cloud metadata host", ErrRefused, host)
 	}
+	if err := checkPath(u); err != nil {
+		return nil, err
+	}
 	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		if err := p.CheckAddr("", a); err != nil {
+		if err := p.CheckAddr("", a, Port(u)); err != nil {
 			return nil, err
 		}
 	} else if numericHost(host) {
 		return nil, fmt.Errorf("%w: %s is not a host name and not an address in the usual form; write an IPv4 address as four decimal numbers (a.b.c.d)", ErrRefused, host)
 	}
 	return u, nil
+}
+
+// Port returns the port u connects to: its own, else its scheme's (80 for
+// http, 443 for https); 0 when neither says.
+func Port(u *url.URL) uint16 {
+	if p, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
+		return uint16(p)
+	}
+	switch u.Scheme {
+	case "http":
+		return 80
+	case "https":
+		return 443
+	}
+	return 0
+}
+
+// checkPath refuses a path a host may read as another than the one checked:
+// one with a dot segment (. or ..), a backslash or a control character, or
+// an encoded slash, backslash, dot, percent sign or NUL (%2F, %5C, %2E, %25,
+// %00), which a host that decodes before it routes turns into a separator
+// or a dot segment (/v1/..%2Fadmin).
+func checkPath(u *url.URL) error {
+	escaped := strings.ToLower(u.EscapedPath())
+	for _, enc := range []string{"%2f", "%5c", "%2e", "%25", "%00"} {
+		if strings.Contains(escaped, enc) {
+			return fmt.Errorf("%w: the URL's path holds an encoded %s; write the path as it is, without encoded separators, dots or percent signs", ErrRefused, strings.ToUpper(enc))
+		}
+	}
+	if strings.ContainsFunc(u.Path, func(r rune) bool { return r == '\\' || r < 0x20 || r == 0x7f }) {
+		return fmt.Errorf("%w: the URL's path holds a backslash or a control character", ErrRefused)
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("%w: the URL's path holds a dot segment (%s); write the path it stands for", ErrRefused, seg)
+		}
+	}
+	return nil
 }
 
 // numericHost reports whether host, not a canonical address, ends in a
@@ -308,8 +412,12 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 			return nil, fmt.Errorf("resolve %s: no address", host)
 		}
 	}
+	portNum, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("%w: port %q is not a port number", ErrRefused, port)
+	}
 	for _, a := range addrs {
-		if err := g.Policy.CheckAddr(name, a); err != nil {
+		if err := g.Policy.CheckAddr(name, a, uint16(portNum)); err != nil {
 			return nil, err
 		}
 	}
@@ -326,56 +434,6 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 		last = err
 	}
 	return nil, last
-}
-
-// MaxResponseBytes bounds the body of one response a guarded client reads:
-// a host that sends more fails the call instead of filling the memory.
-const MaxResponseBytes = 32 << 20
-
-// ErrTooLarge is in the chain of the read error of a body past its bound.
-var ErrTooLarge = errors.New("the response is larger than the service reads")
-
-// bounded bounds the response bodies of next.
-type bounded struct {
-	next http.RoundTripper
-	max  int64
-}
-
-func (b *bounded) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := b.next.RoundTrip(r)
-	if err != nil || resp.Body == nil {
-		return resp, err
-	}
-	if resp.ContentLength > b.max {
-		resp.Body.Close()
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, resp.ContentLength, b.max)
-	}
-	resp.Body = &limitedBody{ReadCloser: resp.Body, left: b.max}
-	return resp, nil
-}
-
-// limitedBody fails a read past its bound.
-type limitedBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (l *limitedBody) Read(p []byte) (int, error) {
-	if l.left <= 0 {
-		// One byte more tells a body that ends exactly at the bound from
-		// one that goes on.
-		var one [1]byte
-		if n, _ := l.ReadCloser.Read(one[:]); n > 0 {
-			return 0, ErrTooLarge
-		}
-		return l.ReadCloser.Read(p)
-	}
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
-	}
-	n, err := l.ReadCloser.Read(p)
-	l.left -= int64(n)
-	return n, err
 }
 
 // MaxRedirects bounds the redirects a guarded client follows.
@@ -400,7 +458,7 @@ func (g *Guard) Client(timeout time.Duration) *http.Client {
 		MaxResponseHeaderBytes: 64 << 10,
 	}
 	return &http.Client{
-		Transport: &bounded{next: tr, max: MaxResponseBytes},
+		Transport: tr,
 		Timeout:   timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= MaxRedirects {

@@ -3,14 +3,13 @@ package egress
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeResolver answers from a table; a name it does not know fails.
@@ -91,7 +90,7 @@ func TestCheckAddr(t *testing.T) {
 		{"fec0::1", "", none, "none", false},                              // site-local
 	}
 	for _, c := range cases {
-		err := c.policy.CheckAddr(c.host, netip.MustParseAddr(c.addr))
+		err := c.policy.CheckAddr(c.host, netip.MustParseAddr(c.addr), 11434)
 		if (err == nil) != c.ok {
 			t.Errorf("CheckAddr(%q via %q) with %s allow list: err = %v, want allowed %v", c.addr, c.host, c.name, err, c.ok)
 		}
@@ -163,7 +162,7 @@ func TestDialRebinding(t *testing.T) {
 	loop, _ := ParseAllow("model.example")
 	g := &Guard{Policy: loop, Resolver: res}
 	c := g.Client(0)
-	c.Transport.(*bounded).next.(*http.Transport).DisableKeepAlives = true
+	c.Transport.(*http.Transport).DisableKeepAlives = true
 	resp, err := c.Get("http://model.example:" + port + "/")
 	if err != nil {
 		t.Fatalf("allowed host name: %v", err)
@@ -200,7 +199,7 @@ func TestRedirects(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	loop, _ := ParseAllow(Loopback)
+	loop, _ := ParseAllow("127.0.0.0/8,localhost") // every port: the test server's is random
 	c := (&Guard{Policy: loop}).Client(0)
 	for _, p := range []string{"/meta", "/other"} {
 		if _, err := c.Get(srv.URL + p); !errors.Is(err, ErrRefused) {
@@ -223,47 +222,108 @@ func FuzzParseAllow(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if p.CheckAddr("", netip.MustParseAddr("169.254.169.254")) == nil {
+		if p.CheckAddr("", netip.MustParseAddr("169.254.169.254"), 80) == nil {
 			t.Fatalf("allow list %q lets the metadata address through", s)
 		}
 	})
 }
 
-// TestResponseBounded: a body past MaxResponseBytes fails its read, with or
-// without a Content-Length.
-func TestResponseBounded(t *testing.T) {
-	big := strings.Repeat("x", 1024)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/chunked" {
-			w.(http.Flusher).Flush()
-		} else {
-			w.Header().Set("Content-Length", fmt.Sprint(2*len(big)))
+// TestLoopbackPorts: the embedded default reaches loopback only on the
+// ports local model runners listen on, not every port of the machine (a
+// port scan through connection tests); an allow list entry with a port
+// allows that port alone, one without a port every port.
+func TestLoopbackPorts(t *testing.T) {
+	loop, err := ParseAllow(Loopback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ported, err := ParseAllow("10.0.0.0/8:8000,[fd00::/8]:8000,192.168.1.20:11434,[::1]:1234,ollama.lan:11434,172.16.0.0/12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		policy *Policy
+		name   string
+		url    string
+		ok     bool
+	}{
+		{loop, "loopback", "http://127.0.0.1:11434/v1", true},
+		{loop, "loopback", "http://localhost:1234/v1", true},
+		{loop, "loopback", "http://[::1]:8000/v1", true},
+		{loop, "loopback", "http://127.0.0.1:8080/v1", true},
+		{loop, "loopback", "http://127.0.0.1:22/", false},
+		{loop, "loopback", "http://127.0.0.1:8081/admin/v1", false},
+		{loop, "loopback", "http://127.0.0.1/v1", false}, // port 80
+		{loop, "loopback", "https://api.example.com/v1", true},
+		{ported, "ported", "http://10.1.2.3:8000/v1", true},
+		{ported, "ported", "http://10.1.2.3:8001/v1", false},
+		{ported, "ported", "http://[fd00::5]:8000/v1", true},
+		{ported, "ported", "http://[fd00::5]:22/v1", false},
+		{ported, "ported", "http://192.168.1.20:11434/v1", true},
+		{ported, "ported", "http://192.168.1.20:11435/v1", false},
+		{ported, "ported", "http://[::1]:1234/v1", true},
+		{ported, "ported", "http://[::1]:1235/v1", false},
+		{ported, "ported", "http://172.20.0.1:9999/v1", true},
+	} {
+		if _, err := c.policy.CheckURL(c.url); (err == nil) != c.ok {
+			t.Errorf("%s: CheckURL(%q) = %v, want allowed %v", c.name, c.url, err, c.ok)
 		}
-		io.WriteString(w, big+big)
-	}))
-	defer srv.Close()
-	loop, _ := ParseAllow(Loopback)
-	c := (&Guard{Policy: loop}).Client(0)
-	c.Transport.(*bounded).max = int64(len(big))
-	if _, err := c.Get(srv.URL + "/sized"); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("sized: %v", err)
+		u, _ := url.Parse(c.url)
+		if a, err := netip.ParseAddr(u.Hostname()); err != nil || !a.IsLoopback() {
+			continue // only loopback is dialled
+		}
+		// The dialer decides the same for the address and port it connects to.
+		g := &Guard{Policy: c.policy, DialTimeout: 50 * time.Millisecond}
+		_, err = g.DialContext(context.Background(), "tcp", u.Host)
+		if refused := errors.Is(err, ErrRefused); refused == c.ok {
+			t.Errorf("%s: dial %s: %v, want refused %v", c.name, u.Host, err, !c.ok)
+		}
 	}
-	resp, err := c.Get(srv.URL + "/chunked")
-	if err != nil {
-		t.Fatal(err)
+	// A host name is checked when it is dialled: localhost on the
+	// runners' ports alone, and a name allowed with a port on that port alone.
+	g := &Guard{Policy: loop, Resolver: fakeResolver{"localhost": {"127.0.0.1"}}, DialTimeout: 50 * time.Millisecond}
+	if _, err := g.DialContext(context.Background(), "tcp", "localhost:6379"); !errors.Is(err, ErrRefused) {
+		t.Errorf("localhost:6379: %v, want refused", err)
 	}
-	defer resp.Body.Close()
-	if _, err := io.ReadAll(resp.Body); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("chunked: %v", err)
+	if _, err := g.DialContext(context.Background(), "tcp", "localhost:11434"); errors.Is(err, ErrRefused) {
+		t.Errorf("localhost:11434: %v, want allowed", err)
 	}
-	c.Transport.(*bounded).max = int64(2 * len(big))
-	resp, err = c.Get(srv.URL + "/chunked")
-	if err != nil {
-		t.Fatal(err)
+	named, _ := ParseAllow("ollama.lan:11434")
+	g = &Guard{Policy: named, Resolver: fakeResolver{"ollama.lan": {"127.0.0.1"}}, DialTimeout: 50 * time.Millisecond}
+	if _, err := g.DialContext(context.Background(), "tcp", "ollama.lan:22"); !errors.Is(err, ErrRefused) {
+		t.Errorf("ollama.lan:22: %v, want refused", err)
 	}
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || len(b) != 2*len(big) {
-		t.Fatalf("a body at the bound: %d bytes, %v", len(b), err)
+	if _, err := g.DialContext(context.Background(), "tcp", "ollama.lan:11434"); errors.Is(err, ErrRefused) {
+		t.Errorf("ollama.lan:11434: %v, want allowed", err)
+	}
+	for _, s := range []string{"10.0.0.0/8:0", "10.0.0.0/8:65536", "ollama.lan:x", "[::1]", "[fd00::/8]"} {
+		if _, err := ParseAllow(s); err == nil {
+			t.Errorf("ParseAllow(%q) accepted", s)
+		}
+	}
+}
+
+// TestCheckURLPathSteering: a base URL whose path holds an encoded
+// separator or a dot segment, which a host may read as another path than
+// the one checked, is refused.
+func TestCheckURLPathSteering(t *testing.T) {
+	p, _ := ParseAllow("127.0.0.0/8")
+	for url, ok := range map[string]bool{
+		"http://127.0.0.1:11434/v1":                         true,
+		"http://127.0.0.1:11434/openai/deployments/d-1.2/x": true,
+		"http://127.0.0.1:11434/v1/..%2fadmin/v1":           false,
+		"http://127.0.0.1:11434/v1/..%2Fadmin":              false,
+		"http://127.0.0.1:11434/v1%2f..%2f":                 false,
+		"http://127.0.0.1:11434/v1/%2e%2e/admin":            false,
+		"http://127.0.0.1:11434/v1/../admin":                false,
+		"http://127.0.0.1:11434/./v1":                       false,
+		"http://127.0.0.1:11434/v1/..%5cadmin":              false,
+		"http://127.0.0.1:11434/v1\\..\\admin":              false,
+		"http://127.0.0.1:11434/v1/%252e%252e/admin":        false,
+		"http://127.0.0.1:11434/v1/a%00b":                   false,
+	} {
+		if _, err := p.CheckURL(url); (err == nil) != ok {
+			t.Errorf("CheckURL(%q) = %v, want allowed %v", url, err, ok)
+		}
 	}
 }

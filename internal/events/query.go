@@ -3,6 +3,7 @@ package events
 import (
 	"maps"
 	"slices"
+	"time"
 )
 
 // AggregateQuery is the aggregate name of query events: ev.query.<request_id>.<event>.
@@ -240,6 +241,21 @@ type AttemptFailed struct {
 	RetryInMS int64 `json:"retry_in_ms"`
 }
 
+// AttemptStarted records that a run of the query other than its first
+// starts running its steps: the query was started before (started), and an
+// earlier run ended without its ending (its worker died, was cut off, handed
+// it back, or failed). With started, it marks where each run begins, so
+// that the runs that ended with their worker are counted (Query.CrashedRuns).
+type AttemptStarted struct {
+	// Delivery is the job's delivery by JetStream that runs it, from 2.
+	Delivery int `json:"delivery"`
+}
+
+// AttemptHandedBack records that a run of the query stopped before its end
+// because its worker was stopping (SIGTERM, past the shutdown grace) and
+// handed the job back: that run did not crash.
+type AttemptHandedBack struct{}
+
 // QueryCompleted is the terminal event of a query that succeeded.
 type QueryCompleted struct {
 	// ChargedMicros is what the query was charged: the charge of its
@@ -307,8 +323,12 @@ func (ProgressReported) EventName() string { return "progress" }
 func (Synthesized) EventName() string      { return "synthesized" }
 func (CreditsSettled) EventName() string   { return "credits_settled" }
 func (AttemptFailed) EventName() string    { return "attempt_failed" }
-func (QueryCompleted) EventName() string   { return "completed" }
-func (QueryFailed) EventName() string      { return "failed" }
+func (AttemptStarted) EventName() string   { return "attempt_started" }
+func (AttemptHandedBack) EventName() string {
+	return "attempt_handed_back"
+}
+func (QueryCompleted) EventName() string { return "completed" }
+func (QueryFailed) EventName() string    { return "failed" }
 
 func init() {
 	register(AggregateQuery,
@@ -321,6 +341,8 @@ func init() {
 		func() Event { return &Synthesized{} },
 		func() Event { return &CreditsSettled{} },
 		func() Event { return &AttemptFailed{} },
+		func() Event { return &AttemptStarted{} },
+		func() Event { return &AttemptHandedBack{} },
 		func() Event { return &QueryCompleted{} },
 		func() Event { return &QueryFailed{} },
 	)
@@ -367,6 +389,40 @@ type Query struct {
 	// CancelRequested is whether the query's owner asked to stop it
 	// (cancel_requested): it then ends failed with code cancelled.
 	CancelRequested bool
+	// StartedAt is the time of the query's started event: when its first
+	// run began.
+	StartedAt time.Time
+	// crashed counts the runs in a row, up to the last one closed, that
+	// ended with no record of their end and no step recorded; runOpen says
+	// the last run (started or attempt_started) has recorded no end
+	// (attempt_failed, attempt_handed_back), runProgressed that it
+	// recorded a step.
+	crashed                int
+	runOpen, runProgressed bool
+}
+
+// CrashedRuns returns how many of the query's runs in a row, up to the
+// last, ended with their worker: each began (started, attempt_started),
+// recorded no model call's or step's outcome, and no end of its own (a
+// failure, a hand-back). A run that recorded an outcome moved the query on,
+// and the count starts again after it. The last run counts when it has not
+// ended: the caller is about to start another, so that one is over (its
+// worker died, or was stalled past its ack wait).
+func (q *Query) CrashedRuns() int {
+	switch {
+	case q.runProgressed:
+		return 0
+	case q.runOpen:
+		return q.crashed + 1
+	}
+	return q.crashed
+}
+
+// startRun applies the beginning of a run: the run before it, if it never
+// ended, crashed (unless it recorded a step).
+func (q *Query) startRun() {
+	q.crashed = q.CrashedRuns()
+	q.runOpen, q.runProgressed = true, false
 }
 
 // Call is one metered model call of a query.
@@ -399,33 +455,51 @@ func (q *Query) Apply(r Record) {
 	case QueryStarted:
 		q.Started = true
 		q.Status = StatusRunning
+		q.StartedAt = r.Envelope.Time
+		q.startRun()
+	case AttemptStarted:
+		q.startRun()
+	case AttemptHandedBack:
+		q.runOpen = false
 	case ModelAnswered:
 		q.Answers[e.Model.Key()] = e
+		q.runProgressed = true
 	case ModelFailed:
 		q.Failures[e.Model.Key()] = e
+		q.runProgressed = true
 	case ModelRevised:
 		q.Revisions[e.Model.Key()] = e
+		q.runProgressed = true
 	case DisagreementsFound:
 		q.Disagreements = &e
+		q.runProgressed = true
 	case ClaimsExtracted:
 		q.Extracted[e.Model.Key()] = e
+		q.runProgressed = true
 	case ClaimsMerged:
 		q.Merged = &e
+		q.runProgressed = true
 	case EvidenceRetrieved:
 		q.Evidence = append(q.Evidence, e)
+		q.runProgressed = true
 	case ClaimsAssessed:
 		q.Assessed[e.Model.Key()] = e
+		q.runProgressed = true
 	case VerdictsGiven:
 		q.Verdicts = &e
+		q.runProgressed = true
 	case StepFailed:
 		q.StepFailures[e.Key()] = e
+		q.runProgressed = true
 	case Synthesized:
 		q.Synthesis = &e
+		q.runProgressed = true
 	case CreditsSettled:
 		q.Settled = &e
 		q.ChargedMicros = &e.ChargedMicros
 	case AttemptFailed:
 		q.FailedAttempts, q.GivenUp = e.Attempt, e.RetryInMS == 0
+		q.runOpen = false
 	case QueryCancelRequested:
 		q.CancelRequested = true
 	case QueryCompleted:

@@ -399,6 +399,8 @@ func examples(t *testing.T) map[string]events.Event {
 			Resolution: "majority"}}}, Usage: usage, LatencyMS: 2000, CostMicros: 409_500,
 			ToolCalls: []events.ToolCall{{ID: "call_5f0c", Name: "get_weather", Arguments: `{"city":"Oslo"}`}}},
 		events.AttemptFailed{Attempt: 2, Message: "job panicked: runtime error: index out of range [3] with length 3", RetryInMS: 2000},
+		events.AttemptStarted{Delivery: 3},
+		events.AttemptHandedBack{},
 		events.QueryCancelRequested{KeyFingerprint: "k3y4abcd"},
 		events.CreditsSettled{ChargedMicros: 855_500, Failed: &events.Failure{Code: "aggregation_failed", Message: "the synthesis failed"}},
 		events.WithCharge(events.QueryCompleted{}, 855_500),

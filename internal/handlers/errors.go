@@ -48,6 +48,9 @@ func Status(code string) int {
 		return http.StatusServiceUnavailable
 	case apperr.ProviderError, apperr.AggregationFailed:
 		return http.StatusBadGateway
+	case apperr.QueryTimeout:
+		// Only the chat door answers a query's own error as its status.
+		return http.StatusGatewayTimeout
 	}
 	return http.StatusInternalServerError
 }

@@ -324,6 +324,10 @@ func Describe(r events.Record) string {
 		return "charged " + events.FormatCredits(e.ChargedMicros) + " credits"
 	case events.QueryCancelRequested:
 		return "cancel requested; the query stops"
+	case events.AttemptStarted:
+		return "the query resumes where its last run stopped"
+	case events.AttemptHandedBack:
+		return "the worker running the query stopped; another takes it over"
 	case events.AttemptFailed:
 		if e.RetryInMS == 0 {
 			return fmt.Sprintf("attempt %d failed; the query cannot be run", e.Attempt)

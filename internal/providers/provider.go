@@ -135,6 +135,15 @@ func Classify(err error) *Error {
 	return &Error{Class: ClassServerError, Message: err.Error()}
 }
 
+// Classified returns the *Error in err's chain: a failure the transport
+// already classified (a response refused by LimitResponses) that a backend
+// passes on as it is.
+func Classified(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
 // Set maps provider keys to the backends that serve them.
 type Set map[string]Provider
 

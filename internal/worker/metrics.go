@@ -86,7 +86,7 @@ func startJob(ctx context.Context, msg *eventstore.Job, id string) (context.Cont
 				attribute.String("messaging.system", "nats"),
 			))
 	}
-	a := &attempt{submitted: msg.Stored()}
+	a := &attempt{submitted: msg.Stored(), delivered: delivered}
 	return ctx, a, func(err error) {
 		jobsRunning.Dec()
 		a.endStage(time.Now())

@@ -4,7 +4,10 @@
 // redelivered within seconds and resumes from the query's own events. A run
 // that fails is recorded (attempt_failed) and retried with a growing delay;
 // after MaxFailures the query ends failed with its reservation released. A
-// job whose workers keep dying is ended once JetStream stops delivering it.
+// query whose runs end with their worker (its process killed while running
+// it) MaxCrashes times in a row is not run again: it ends failed with
+// query_crashed; a job JetStream stops delivering is ended too. A query
+// runs for QueryTimeout at most, then ends failed with query_timeout.
 // A query whose owner cancelled it (cancel_requested, appended by any API
 // process) has its run's model calls ended and ends failed with code
 // cancelled, charged for the calls it recorded.
@@ -82,6 +85,14 @@ type Worker struct {
 	// Ledger, when set, settles each query before its terminal event,
 	// charging every model call the query recorded.
 	Ledger Ledger
+	// MaxCrashes is how many runs of a query in a row may end with their
+	// worker (events.Query.CrashedRuns) before the query is not run again
+	// and ends failed with query_crashed (zero: DefaultMaxCrashes).
+	MaxCrashes int
+	// QueryTimeout bounds the time of one query from its start (its
+	// started event), across runs: past it the query's model calls are
+	// ended and it ends failed with query_timeout (zero: no bound).
+	QueryTimeout time.Duration
 
 	running running
 }
@@ -91,6 +102,11 @@ type Worker struct {
 // rolling restart, short enough that a client is not left waiting on a job
 // that cannot run.
 const DefaultMaxFailures = 10
+
+// DefaultMaxCrashes is how many runs in a row may end with their worker: a
+// query whose runs kill the process (an answer that exhausts its memory)
+// takes it down that often, and no more.
+const DefaultMaxCrashes = 3
 
 // DefaultSpareDeliveries are the deliveries allowed beyond the failures:
 // hand-backs in rolling restarts, yields, and workers dying with the job.
@@ -108,6 +124,13 @@ func (w *Worker) maxFailures() int {
 		return w.MaxFailures
 	}
 	return DefaultMaxFailures
+}
+
+func (w *Worker) maxCrashes() int {
+	if w.MaxCrashes > 0 {
+		return w.MaxCrashes
+	}
+	return DefaultMaxCrashes
 }
 
 func (w *Worker) maxDeliver() int {
@@ -265,8 +288,10 @@ func (w *Worker) handle(ctx context.Context, msg *eventstore.Job) {
 		w.Log.Info().Str("request_id", id).Msg("worker: another worker is running this query; handing it back")
 		msg.NakWithDelay(w.AckWait)
 	case ctx.Err() != nil:
-		// Shutting down: hand the job back at once.
+		// Shutting down: hand the job back at once, its run recorded as
+		// stopped, not crashed.
 		handBacks.WithLabelValues("shutdown").Inc()
+		w.handedBack(id, a)
 		msg.Nak()
 	default:
 		w.failed(ctx, msg, id, a.last(), err)
@@ -336,6 +361,26 @@ func (w *Worker) failed(ctx context.Context, msg *eventstore.Job, id string, kno
 	}
 }
 
+// handedBack records that the run a, cut short as its worker stops, ended
+// without a crash (attempt_handed_back), after the last event it knew, when
+// it had loaded the query; best effort, for a few seconds: unrecorded, the
+// run counts as one that ended with its worker.
+func (w *Worker) handedBack(id string, a *attempt) {
+	known := a.last()
+	if known == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	env, err := events.Wrap(events.AggregateQuery, id, events.AttemptHandedBack{}, w.Now())
+	if err == nil {
+		_, err = w.Store.Append(ctx, env, &eventstore.Expect{Filter: events.Filter(events.AggregateQuery, id), Seq: known})
+	}
+	if err != nil && !errors.Is(err, eventstore.ErrConflict) {
+		w.Log.Warn().Err(err).Str("request_id", id).Msg("worker: the hand-back of a stopped run was not recorded; it counts as a crashed run")
+	}
+}
+
 // decided reports whether q's recorded events decide its ending.
 func decided(q *events.Query) bool {
 	_, ok := modes.Decided(q)
@@ -362,6 +407,9 @@ func truncate(s string, n int) string {
 type attempt struct {
 	em        *emitter
 	submitted time.Time
+	// delivered is the job's delivery count; 0 for a run that ends a query
+	// without a delivery of its own (a give-up).
+	delivered int
 }
 
 // last returns the query's last event as the run knew it; 0 if the run never
@@ -504,7 +552,7 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 	}
 	em := &emitter{store: w.Store, id: id, q: q.Clone(), now: w.Now, stage: &stage{mode: q.Submitted.Mode}}
 	a.em = em
-	terminal, err := w.decide(ctx, q, em, giveUp, first == nil)
+	terminal, err := w.decide(ctx, q, em, giveUp, first == nil, a)
 	if err == nil {
 		freed := w.free(ctx, q.Submitted.AccountID, id)
 		q = em.query()
@@ -566,15 +614,19 @@ func (w *Worker) free(ctx context.Context, accountID, id string) (wait func()) {
 }
 
 // decide returns how the query ends: the ending a settlement recorded, the
-// failure of a job given up, or what its mode decides after running the
-// steps not yet recorded. The ending the recorded events decide stands
+// failure of a job given up, query_crashed when its last MaxCrashes runs
+// ended with their worker, query_timeout when its QueryTimeout has passed
+// (before the run, or while the mode runs: its calls are ended), or what
+// its mode decides after running the steps not yet recorded. A run of a
+// query that has started before records attempt_started before it decides
+// either of the first two. The ending the recorded events decide stands
 // (modes.Decided; a query no worker has run yet decides nothing); a
 // give-up, which no recorded event decides, is recorded first, so that the
 // query is settled only on events that decide its ending. A run that is
 // not the query's first (resumed) looks for the settlement first: a run
 // that settled the query may have died before its terminal event, and what
 // is settled is not run again.
-func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveUp string, resumed bool) (events.Event, error) {
+func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveUp string, resumed bool, a *attempt) (events.Event, error) {
 	if q.Settled != nil {
 		return q.Settled.Terminal(), nil
 	}
@@ -619,7 +671,57 @@ func (w *Worker) decide(ctx context.Context, q *events.Query, em *emitter, giveU
 		// the mode may take it.
 		return nil, fmt.Errorf("this server does not run mode %s", q.Submitted.Mode)
 	}
-	return mode.Run(ctx, q, em.emit)
+	left := w.QueryTimeout // the query's time left
+	if q.Started {
+		left -= w.Now().Sub(q.StartedAt)
+		// The runs before this one that ended with their worker.
+		n := q.CrashedRuns()
+		// Recorded before anything is decided, the run's start fences the
+		// job: a worker still running it (stalled past its ack wait)
+		// records nothing after it, so an ending decided here is settled on
+		// every call recorded. A run that dies after it counts as one more
+		// crash, so the next run decides the same.
+		if err := em.emit(ctx, events.AttemptStarted{Delivery: a.delivered}); err != nil {
+			return nil, err
+		}
+		if n >= w.maxCrashes() {
+			return crashed(n), nil
+		}
+		if w.QueryTimeout > 0 && left <= 0 {
+			return timedOut(w.QueryTimeout), nil
+		}
+	}
+	if w.QueryTimeout <= 0 {
+		return mode.Run(ctx, q, em.emit)
+	}
+	mctx, cancel := context.WithTimeoutCause(ctx, left, errQueryTimeout)
+	defer cancel()
+	terminal, err := mode.Run(mctx, q, em.emit)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(mctx), errQueryTimeout) {
+		// The calls the deadline cut short are not recorded; what was
+		// recorded decides the ending when it can.
+		if ending, ok := modes.Decided(em.query()); ok {
+			return ending, nil
+		}
+		return timedOut(w.QueryTimeout), nil
+	}
+	return terminal, err
+}
+
+// errQueryTimeout is the cause of a run's end at its query's time bound.
+var errQueryTimeout = errors.New("the query's time is up")
+
+// crashed is the ending of a query whose last n runs ended with their worker.
+func crashed(n int) events.QueryFailed {
+	return events.QueryFailed{Code: apperr.QueryCrashed, Message: fmt.Sprintf("the service stopped running this query: "+
+		"its last %d runs ended with the worker that ran them (the process died or was killed) before any step was recorded, "+
+		"so running it again would likely end the same way. If it uses a customer-owned model, check what that host answers", n)}
+}
+
+// timedOut is the ending of a query that ran longer than d.
+func timedOut(d time.Duration) events.QueryFailed {
+	return events.QueryFailed{Code: apperr.QueryTimeout, Message: fmt.Sprintf("the query ran for %s, the most one query may run "+
+		"(CROSSCHECK_QUERY_TIMEOUT): the calls still running were ended; the answers that came back are in the result, and charged", d)}
 }
 
 // settle settles the query's credits on its account: every recorded call

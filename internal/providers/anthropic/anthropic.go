@@ -52,7 +52,8 @@ type Config struct {
 	APIKey string
 	// BaseURL is the API's address; empty means DefaultBaseURL.
 	BaseURL string
-	// HTTPClient sends the requests; nil means http.DefaultClient.
+	// HTTPClient sends the requests; nil means http.DefaultClient. Its
+	// responses are read to providers.MaxResponseBytes at most.
 	HTTPClient *http.Client
 }
 
@@ -70,10 +71,7 @@ func New(cfg Config) *Client {
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
-	}
+	hc := providers.LimitResponses(cfg.HTTPClient, providers.MaxResponseBytes)
 	key := cfg.APIKey
 	opts := []option.RequestOption{
 		// Skips DefaultClientOptions: no credential, base URL or header is
@@ -344,6 +342,9 @@ func addCitation(list []events.Citation, c events.Citation) []events.Citation {
 func (c *Client) mapError(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
+	}
+	if pe, ok := providers.Classified(err); ok {
+		return pe
 	}
 	var apiErr *sdk.Error
 	if errors.As(err, &apiErr) {

@@ -150,6 +150,8 @@ func (f *fixture) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.Status, s.RetryAfter, errorType(s.Status), s.Message)
 	case contract.KindStall:
 		<-r.Context().Done()
+	case contract.KindHuge:
+		contract.WriteHuge(w)
 	default:
 		writeError(w, http.StatusInternalServerError, 0, "api_error", "the fixture has no scenario")
 	}

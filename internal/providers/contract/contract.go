@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,16 @@ const (
 	// any), when the request offered each called tool with its parameters
 	// and the tool choice in the vendor's format; with a 400 otherwise.
 	KindToolCall = "tool_call"
+	// KindHuge answers with a body far larger than any backend reads of
+	// one response, gzip-compressed (WriteHuge).
+	KindHuge = "huge"
 )
+
+// HugeAlloc bounds what a call that meets KindHuge may allocate: the
+// backend reads a few MiB of the body at most, and never decodes it (about
+// 10 MiB for the 4 MiB of providers.MaxResponseBytes; more under the race
+// detector, which drops pooled buffers).
+const HugeAlloc = 32 << 20
 
 // Scenario is how the fake upstream answers one request.
 type Scenario struct {
@@ -132,6 +142,35 @@ func Run(t *testing.T, f Fixture) {
 			if len(resp.Citations) == 0 || resp.Citations[0].URL != cites[0].URL {
 				t.Fatalf("citations %+v, want %+v", resp.Citations, cites)
 			}
+		})
+	}
+	if f.Supports(KindHuge) {
+		t.Run("a response larger than a backend reads fails it unread", func(t *testing.T) {
+			InChild(t, func(t *testing.T) {
+				huge()
+				f.Play(Scenario{Kind: KindHuge})
+				p := f.Provider(t)
+				before := f.Requests()
+				var ms runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				start := ms.TotalAlloc
+				_, err := p.Complete(context.Background(), ask("x"))
+				runtime.ReadMemStats(&ms)
+				alloc := ms.TotalAlloc - start
+				var pe *providers.Error
+				if !errors.As(err, &pe) || pe.Class != providers.ClassInvalidOutput {
+					t.Fatalf("err %v, want an invalid_output *providers.Error", err)
+				}
+				if alloc > HugeAlloc {
+					t.Fatalf("the call allocated %d MiB for a body of %d MiB (%d KB compressed); want at most %d MiB",
+						alloc>>20, HugeDecodedBytes>>20, len(huge())>>10, HugeAlloc>>20)
+				}
+				if n := f.Requests() - before; n != 1 {
+					t.Fatalf("%d requests, want one", n)
+				}
+				t.Logf("refused (%v) after allocating %d KiB", err, alloc>>10)
+			})
 		})
 	}
 	if !f.Supports(KindStatus) {

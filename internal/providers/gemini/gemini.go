@@ -45,7 +45,8 @@ type Config struct {
 	APIKey string
 	// BaseURL is the API's base URL; empty means DefaultBaseURL.
 	BaseURL string
-	// HTTPClient sends the requests; nil means a new http.Client.
+	// HTTPClient sends the requests; nil means a new http.Client. Its
+	// responses are read to providers.MaxResponseBytes at most.
 	HTTPClient *http.Client
 }
 
@@ -72,6 +73,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
+	hc = providers.LimitResponses(hc, providers.MaxResponseBytes)
 	gc, err := genai.NewClient(ctx, &genai.ClientConfig{
 		APIKey:     cfg.APIKey,
 		Backend:    genai.BackendGeminiAPI,
@@ -323,6 +325,9 @@ func citations(gm *genai.GroundingMetadata) []events.Citation {
 func (c *Client) mapError(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
+	}
+	if pe, ok := providers.Classified(err); ok {
+		return pe
 	}
 	var ae genai.APIError
 	if errors.As(err, &ae) {

@@ -176,6 +176,8 @@ func (f *fixture) scenario(s contract.Scenario) reply {
 				"modelVersion": "gemini-2.5-flash", "responseId": "resp-1",
 			})(w, r)
 		}
+	case contract.KindHuge:
+		return func(w http.ResponseWriter, r *http.Request) { contract.WriteHuge(w) }
 	case contract.KindStall:
 		return func(w http.ResponseWriter, r *http.Request) {
 			select {

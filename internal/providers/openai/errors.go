@@ -33,6 +33,9 @@ func ClassifyError(ctx context.Context, err error, raw *http.Response, secret st
 	if errors.Is(err, context.DeadlineExceeded) {
 		return context.DeadlineExceeded
 	}
+	if pe, ok := providers.Classified(err); ok {
+		return pe
+	}
 	var apiErr *sdk.Error
 	if errors.As(err, &apiErr) && raw == nil {
 		raw = apiErr.Response

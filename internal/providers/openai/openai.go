@@ -37,7 +37,8 @@ type Config struct {
 	// BaseURL is the API root, e.g. https://api.openai.com/v1; empty means
 	// DefaultBaseURL.
 	BaseURL string
-	// HTTPClient sends the requests; nil means http.DefaultClient.
+	// HTTPClient sends the requests; nil means http.DefaultClient. Its
+	// responses are read to providers.MaxResponseBytes at most.
 	HTTPClient *http.Client
 }
 
@@ -60,9 +61,7 @@ func New(cfg Config) *Client {
 		option.WithBaseURL(base),
 		option.WithAPIKey(cfg.APIKey),
 		option.WithMaxRetries(0),
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+		option.WithHTTPClient(providers.LimitResponses(cfg.HTTPClient, providers.MaxResponseBytes)),
 	}
 	return &Client{svc: responses.NewResponseService(opts...), key: cfg.APIKey}
 }

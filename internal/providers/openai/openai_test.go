@@ -60,6 +60,8 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch s.Kind {
+	case contract.KindHuge:
+		contract.WriteHuge(w)
 	case contract.KindStall:
 		select {
 		case <-r.Context().Done():

@@ -34,7 +34,8 @@ type Config struct {
 	// https://api.mistral.ai/v1 or http://localhost:11434/v1. It is required:
 	// a customer's key must never go to a host it was not configured for.
 	BaseURL string
-	// HTTPClient sends the requests; nil means http.DefaultClient.
+	// HTTPClient sends the requests; nil means http.DefaultClient. Its
+	// responses are read to providers.MaxResponseBytes at most.
 	HTTPClient *http.Client
 }
 
@@ -57,9 +58,7 @@ func New(cfg Config) *Client {
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithAPIKey(cfg.APIKey), // empty: no Authorization header
 		option.WithMaxRetries(0),
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+		option.WithHTTPClient(providers.LimitResponses(cfg.HTTPClient, providers.MaxResponseBytes)),
 	}
 	return &Client{svc: sdk.NewChatCompletionService(opts...), key: cfg.APIKey}
 }

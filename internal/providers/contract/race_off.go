@@ -1,0 +1,6 @@
+//go:build !race
+
+package contract
+
+// raceEnabled reports a binary built with the race detector.
+const raceEnabled = false
