@@ -60,6 +60,8 @@ type Config struct {
 	// FilesMaxAccountMB bounds the MiB of an account's live files (uploaded,
 	// neither deleted nor expired); zero is no bound.
 	FilesMaxAccountMB int
+	// Extract bounds the extraction children of uploads.
+	Extract ExtractLimits
 	// HTTP bounds what one client can hold of the HTTP servers.
 	HTTP HTTPLimits
 	// PrintFirstKey makes the first start of crosscheck serve print the
@@ -92,6 +94,21 @@ type HTTPLimits struct {
 	// of a response (an event stream extends it at each write), IdleTimeout
 	// how long a keep-alive connection waits for its next request.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+}
+
+// ExtractLimits bound the child processes that extract uploads' text.
+type ExtractLimits struct {
+	// MemoryMB is the MiB all the children running at once may take
+	// together; zero: a quarter of the process's memory (its cgroup's
+	// limit or GOMEMLIMIT, else the machine's).
+	MemoryMB int
+	// ChildMemoryMB is one child's memory limit in MiB.
+	ChildMemoryMB int
+	// CPUSeconds is one child's CPU time limit.
+	CPUSeconds int
+	// AccountCPUSeconds is the CPU time one account's children may use in
+	// an hour, per process; zero is no bound.
+	AccountCPUSeconds int
 }
 
 // MinAdminTokenLen is the shortest admin token accepted.
@@ -139,6 +156,7 @@ func Defaults() Config {
 		SSEMaxStreams:       256,
 		SSEMaxStreamsPerKey: 16,
 		FilesMaxAccountMB:   2048,
+		Extract:             ExtractLimits{ChildMemoryMB: 256, CPUSeconds: 10, AccountCPUSeconds: 300},
 		HTTP: HTTPLimits{
 			MaxHeaderBytes:    32 << 10,
 			MaxConns:          4096,
@@ -215,6 +233,10 @@ func FromEnv() (Config, error) {
 	integer("CROSSCHECK_SSE_MAX_STREAMS", &c.SSEMaxStreams, 0)
 	integer("CROSSCHECK_SSE_MAX_STREAMS_PER_KEY", &c.SSEMaxStreamsPerKey, 0)
 	integer("CROSSCHECK_FILES_MAX_ACCOUNT_MB", &c.FilesMaxAccountMB, 0)
+	integer("CROSSCHECK_EXTRACT_MEMORY_MB", &c.Extract.MemoryMB, 0)
+	integer("CROSSCHECK_EXTRACT_CHILD_MEMORY_MB", &c.Extract.ChildMemoryMB, 128)
+	integer("CROSSCHECK_EXTRACT_CPU_SECONDS", &c.Extract.CPUSeconds, 1)
+	integer("CROSSCHECK_EXTRACT_ACCOUNT_CPU_SECONDS", &c.Extract.AccountCPUSeconds, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS", &c.HTTP.MaxConns, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR", &c.HTTP.MaxConnsPerAddr, 0)
 	if v := os.Getenv("CROSSCHECK_PRINT_FIRST_KEY"); v != "" {
@@ -252,6 +274,9 @@ func FromEnv() (Config, error) {
 	}
 	if c.NATSURL == "" && c.NATSAuth != (NATSAuth{}) {
 		errs = append(errs, "CROSSCHECK_NATS_CREDS, _NKEY, _TOKEN and _TLS_* apply to CROSSCHECK_NATS_URL, which is not set")
+	}
+	if c.Extract.MemoryMB != 0 && c.Extract.MemoryMB < c.Extract.ChildMemoryMB {
+		errs = append(errs, fmt.Sprintf("CROSSCHECK_EXTRACT_MEMORY_MB=%d must be 0 (a quarter of the process's memory) or at least CROSSCHECK_EXTRACT_CHILD_MEMORY_MB (%d): room for one extraction", c.Extract.MemoryMB, c.Extract.ChildMemoryMB))
 	}
 	if c.WorkerAckWait < time.Second {
 		errs = append(errs, "CROSSCHECK_WORKER_ACK_WAIT must be at least 1s")
