@@ -27,7 +27,6 @@ import (
 	"github.com/crosscheck/crosscheck/internal/embedded"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
-	"github.com/crosscheck/crosscheck/internal/extract"
 	"github.com/crosscheck/crosscheck/internal/files"
 	"github.com/crosscheck/crosscheck/internal/handlers"
 	"github.com/crosscheck/crosscheck/internal/ledger"
@@ -209,6 +208,7 @@ func (m *Main) Open(ctx context.Context) error {
 	if m.Providers != nil {
 		backends = m.Providers
 	}
+	runner := m.extractRunner()
 	if m.Search == nil {
 		if m.Search, err = registry.Search(built.Search, m.Log); err != nil {
 			return err
@@ -228,7 +228,7 @@ func (m *Main) Open(ctx context.Context) error {
 		m.Log.Warn().Err(err).Msg("pre-flight estimates of these models count one token per four bytes")
 	}
 	models := modes.Models{Providers: registry.Calls(backends, m.RetryDelays, cfg.ModelTimeout), Price: estimator.Cost}
-	m.Files = &files.Service{Store: m.Store, Extract: &extract.Runner{}, Now: m.Now, Log: m.Log, MaxAccountBytes: int64(m.Config.FilesMaxAccountMB) << 20,
+	m.Files = &files.Service{Store: m.Store, Extract: runner, Now: m.Now, Log: m.Log, MaxAccountBytes: int64(m.Config.FilesMaxAccountMB) << 20,
 		MaxUploadsPerDay: m.Config.FilesMaxUploadsPerDay}
 	if m.storeWatch != nil {
 		m.Files.Space = m.storeWatch

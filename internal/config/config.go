@@ -99,6 +99,8 @@ type Config struct {
 	// above which a store that failed a write for want of space is
 	// restarted; zero is no floor.
 	StoreMinFreeMB int
+	// Extract bounds the extraction children of uploads.
+	Extract ExtractLimits
 	// HTTP bounds what one client can hold of the HTTP servers.
 	HTTP HTTPLimits
 	// PrintFirstKey makes the first start of crosscheck serve print the
@@ -139,6 +141,21 @@ type HTTPLimits struct {
 	// for the keys of one account (the query and chat endpoints of the
 	// public API); zero is no bound.
 	MaxBodiesPerAccount int
+}
+
+// ExtractLimits bound the child processes that extract uploads' text.
+type ExtractLimits struct {
+	// MemoryMB is the MiB all the children running at once may take
+	// together; zero: a quarter of the process's memory (its cgroup's
+	// limit or GOMEMLIMIT, else the machine's).
+	MemoryMB int
+	// ChildMemoryMB is one child's memory limit in MiB.
+	ChildMemoryMB int
+	// CPUSeconds is one child's CPU time limit.
+	CPUSeconds int
+	// AccountCPUSeconds is the CPU time one account's children may use in
+	// an hour, per process; zero is no bound.
+	AccountCPUSeconds int
 }
 
 // MinAdminTokenLen is the shortest admin token accepted.
@@ -213,6 +230,7 @@ func Defaults() Config {
 		InflightPerAccount:    64,
 		CancelChargePercent:   10,
 		StoreMinFreeMB:        512,
+		Extract:               ExtractLimits{ChildMemoryMB: 256, CPUSeconds: 10, AccountCPUSeconds: 300},
 		HTTP: HTTPLimits{
 			MaxHeaderBytes:    32 << 10,
 			MaxConns:          4096,
@@ -306,6 +324,10 @@ func FromEnv() (Config, error) {
 		errs = append(errs, fmt.Sprintf("CROSSCHECK_CANCEL_CHARGE_PERCENT=%d must be a percentage from 0 to 100", c.CancelChargePercent))
 	}
 	integer("CROSSCHECK_STORE_MIN_FREE_MB", &c.StoreMinFreeMB, 0)
+	integer("CROSSCHECK_EXTRACT_MEMORY_MB", &c.Extract.MemoryMB, 0)
+	integer("CROSSCHECK_EXTRACT_CHILD_MEMORY_MB", &c.Extract.ChildMemoryMB, 128)
+	integer("CROSSCHECK_EXTRACT_CPU_SECONDS", &c.Extract.CPUSeconds, 1)
+	integer("CROSSCHECK_EXTRACT_ACCOUNT_CPU_SECONDS", &c.Extract.AccountCPUSeconds, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS", &c.HTTP.MaxConns, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR", &c.HTTP.MaxConnsPerAddr, 0)
 	if v := os.Getenv("CROSSCHECK_TRUST_TRACEPARENT"); v != "" {
@@ -363,6 +385,9 @@ func FromEnv() (Config, error) {
 	}
 	if c.EstimateRate < time.Millisecond || c.EstimateRate > time.Second {
 		errs = append(errs, "CROSSCHECK_ESTIMATE_RATE must be from 1ms to 1s: the time of estimating one API key may spend per second")
+	}
+	if c.Extract.MemoryMB != 0 && c.Extract.MemoryMB < c.Extract.ChildMemoryMB {
+		errs = append(errs, fmt.Sprintf("CROSSCHECK_EXTRACT_MEMORY_MB=%d must be 0 (a quarter of the process's memory) or at least CROSSCHECK_EXTRACT_CHILD_MEMORY_MB (%d): room for one extraction", c.Extract.MemoryMB, c.Extract.ChildMemoryMB))
 	}
 	if c.WorkerAckWait < time.Second {
 		errs = append(errs, "CROSSCHECK_WORKER_ACK_WAIT must be at least 1s")

@@ -197,3 +197,32 @@ func TestBoundsFromEnv(t *testing.T) {
 		t.Fatalf("0: %v", err)
 	}
 }
+
+func TestExtractLimitsFromEnv(t *testing.T) {
+	if got, want := Defaults().Extract, (ExtractLimits{ChildMemoryMB: 256, CPUSeconds: 10, AccountCPUSeconds: 300}); got != want {
+		t.Fatalf("defaults %+v, want %+v", got, want)
+	}
+	t.Setenv("CROSSCHECK_EXTRACT_MEMORY_MB", "512")
+	t.Setenv("CROSSCHECK_EXTRACT_CHILD_MEMORY_MB", "200")
+	t.Setenv("CROSSCHECK_EXTRACT_CPU_SECONDS", "4")
+	t.Setenv("CROSSCHECK_EXTRACT_ACCOUNT_CPU_SECONDS", "0")
+	c, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ExtractLimits{MemoryMB: 512, ChildMemoryMB: 200, CPUSeconds: 4}); c.Extract != want {
+		t.Fatalf("got %+v, want %+v", c.Extract, want)
+	}
+	for name, value := range map[string]string{
+		"CROSSCHECK_EXTRACT_MEMORY_MB":       "100", // below one child
+		"CROSSCHECK_EXTRACT_CHILD_MEMORY_MB": "64",
+		"CROSSCHECK_EXTRACT_CPU_SECONDS":     "0",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, value)
+			if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s=%s: err = %v, want one naming the setting", name, value, err)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 // crosscheck binary does.
 func TestMain(m *testing.M) {
 	RunChildIfAsked()
+	actAsParentIfAsked()
 	os.Exit(m.Run())
 }
 
@@ -35,7 +37,7 @@ func TestRunnerExtractsEachFormat(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.format, func(t *testing.T) {
-			res, err := r.Run(context.Background(), tt.format, bytes.NewReader(tt.data), Caps{MaxPages: 10, MaxChars: 10000})
+			res, err := r.Run(context.Background(), "", tt.format, bytes.NewReader(tt.data), Caps{MaxPages: 10, MaxChars: 10000})
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
@@ -53,11 +55,11 @@ func TestRunnerExtractsEachFormat(t *testing.T) {
 // stack overflow no recover catches; the parent gets ErrCrashed and goes on.
 func TestRunnerSurvivesStackOverflow(t *testing.T) {
 	var r Runner
-	_, err := r.Run(context.Background(), FormatPDF, bytes.NewReader(extracttest.OverflowPDF()), Caps{})
+	_, err := r.Run(context.Background(), "", FormatPDF, bytes.NewReader(extracttest.OverflowPDF()), Caps{})
 	if !errors.Is(err, ErrCrashed) {
 		t.Fatalf("Run(overflowing PDF) = %v, want ErrCrashed", err)
 	}
-	res, err := r.Run(context.Background(), FormatPDF, bytes.NewReader(extracttest.MinimalPDF("t", "Still serving.")), Caps{})
+	res, err := r.Run(context.Background(), "", FormatPDF, bytes.NewReader(extracttest.MinimalPDF("t", "Still serving.")), Caps{})
 	if err != nil || !strings.Contains(res.Text(), "Still serving.") {
 		t.Fatalf("after the crash: %q, %v", res.Text(), err)
 	}
@@ -65,7 +67,7 @@ func TestRunnerSurvivesStackOverflow(t *testing.T) {
 
 func TestRunnerTimesOut(t *testing.T) {
 	r := Runner{Path: "/bin/sh", Args: []string{"-c", "sleep 30"}, Timeout: 200 * time.Millisecond}
-	if _, err := r.Run(context.Background(), FormatText, strings.NewReader("x"), Caps{}); !errors.Is(err, ErrTimeout) {
+	if _, err := r.Run(context.Background(), "", FormatText, strings.NewReader("x"), Caps{}); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("Run = %v, want ErrTimeout", err)
 	}
 }
@@ -82,7 +84,7 @@ func TestRunnerRefusesMalformed(t *testing.T) {
 		"compound file without WordDocument": {FormatDOC, extracttest.CompoundFile(map[string][]byte{"Book": make([]byte, 4096)}, "Book"), ErrNotWord},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := r.Run(context.Background(), tt.format, bytes.NewReader(tt.data), Caps{}); !errors.Is(err, tt.want) {
+			if _, err := r.Run(context.Background(), "", tt.format, bytes.NewReader(tt.data), Caps{}); !errors.Is(err, tt.want) {
 				t.Fatalf("Run = %v, want %v", err, tt.want)
 			}
 		})
@@ -181,4 +183,30 @@ func TestExtractReportsAPageLeftOut(t *testing.T) {
 	if res.Text() != "Page one." || !res.Truncated {
 		t.Errorf("got %q truncated %v; want page one, truncated", res.Text(), res.Truncated)
 	}
+}
+
+// storm is a DOCX of 32 MiB of attributes in small elements: a few seconds
+// of a child's CPU, little memory.
+var storm = sync.OnceValue(func() []byte { return extracttest.AttributeStormDOCX(32 << 20) })
+
+// TestRunnerSaysWhichLimit: a file that takes its child past its CPU or
+// memory limit is refused with the limit's own error, not as a crash.
+func TestRunnerSaysWhichLimit(t *testing.T) {
+	t.Run("CPU", func(t *testing.T) {
+		r := Runner{CPUSeconds: 1}
+		_, err := r.Run(context.Background(), "", FormatDOCX, bytes.NewReader(storm()), Caps{})
+		if !errors.Is(err, ErrCPU) {
+			t.Fatalf("Run(attribute storm, 1 s of CPU) = %v, want ErrCPU", err)
+		}
+	})
+	t.Run("memory", func(t *testing.T) {
+		if raceEnabled {
+			t.Skip("the child's memory is not bounded under the race detector")
+		}
+		r := Runner{Memory: 160 << 20}
+		_, err := r.Run(context.Background(), "", FormatDOCX, bytes.NewReader(extracttest.AttributeBombDOCX(32<<20)), Caps{})
+		if !errors.Is(err, ErrMemory) {
+			t.Fatalf("Run(attribute bomb, 160 MiB) = %v, want ErrMemory", err)
+		}
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync/atomic"
 )
 
 // Document is the text of one file of a corpus.
@@ -38,12 +39,21 @@ var extractors = map[string]func([]byte) (Document, error){
 
 // isolated is the runner of File for the formats that can crash the
 // process that reads them.
-var isolated Runner
+var isolated atomic.Pointer[Runner]
+
+func init() { isolated.Store(&Runner{}) }
+
+// UseRunner makes File read the formats it isolates through r rather than
+// through a Runner of the defaults. A process that extracts files of its
+// own (an offline corpus) and uploads sets it once, at start, so that one
+// memory budget bounds all its children.
+func UseRunner(r *Runner) { isolated.Store(r) }
 
 // pdfInChild reads a PDF as PDF does, in a child process (see Runner): a
 // file that overflows the reader's stack ends the child, not the caller.
+// The files are the service's own, bounded by no account.
 func pdfInChild(data []byte) (Document, error) {
-	res, err := isolated.Run(context.Background(), FormatPDF, bytes.NewReader(data), Caps{})
+	res, err := isolated.Load().Run(context.Background(), "", FormatPDF, bytes.NewReader(data), Caps{})
 	if err != nil {
 		return Document{}, err
 	}

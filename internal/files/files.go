@@ -59,9 +59,10 @@ const maxNameBytes = 255
 // Sweep removes it: longer than any upload in progress takes.
 const orphanAge = 15 * time.Minute
 
-// Extractor extracts a file's text in isolation; *extract.Runner is one.
+// Extractor extracts a file's text in isolation, within the bounds of the
+// account it is for; *extract.Runner is one.
 type Extractor interface {
-	Run(ctx context.Context, format string, input io.Reader, caps extract.Caps) (extract.Result, error)
+	Run(ctx context.Context, account, format string, input io.Reader, caps extract.Caps) (extract.Result, error)
 }
 
 var _ Extractor = (*extract.Runner)(nil)
@@ -227,7 +228,7 @@ func (s *Service) Upload(ctx context.Context, caller accounts.Caller, name, purp
 	}
 	var extracted *events.FileExtracted
 	if k.format != "" {
-		res, err := s.extract(ctx, id, k.format)
+		res, err := s.extract(ctx, caller.AccountID, id, k.format)
 		if err != nil {
 			s.discard(id)
 			return Meta{}, err
@@ -252,27 +253,17 @@ func (s *Service) Upload(ctx context.Context, caller accounts.Caller, name, purp
 	return m, nil
 }
 
-// extract runs the extraction of the stored object id and stores its
-// text; a refusal is an apperr.
-func (s *Service) extract(ctx context.Context, id, format string) (extract.Result, error) {
-	rd, err := s.Store.FileObjects.Open(ctx, id)
-	if err != nil {
-		return extract.Result{}, err
-	}
+// extract runs the extraction of the stored object id for account and
+// stores its text; a refusal is an apperr.
+func (s *Service) extract(ctx context.Context, account, id, format string) (extract.Result, error) {
+	// The object is opened once a child reads it: the extraction may wait
+	// for a child of its own longer than an opened object's reader lives.
+	rd := &lazyObject{open: func() (io.ReadCloser, error) { return s.Store.FileObjects.Open(ctx, id) }}
 	defer rd.Close()
 	caps := extract.Caps{MaxPages: cmpOr(s.Caps.MaxPages, DefaultMaxPages), MaxChars: cmpOr(s.Caps.MaxChars, DefaultMaxChars)}
-	res, err := s.Extract.Run(ctx, format, rd, caps)
-	switch {
-	case errors.Is(err, extract.ErrNotWord):
-		return extract.Result{}, apperr.New(apperr.UnsupportedFileType, "the file is not a Word document")
-	case errors.Is(err, extract.ErrUnreadable), errors.Is(err, extract.ErrCrashed), errors.Is(err, extract.ErrTimeout):
-		// The reason is logged without the child's words, which may
-		// quote the file.
-		s.Log.Warn().Str("file_id", id).Str("format", format).Str("reason", err.Error()).Msg("file refused by extraction")
-		return extract.Result{}, apperr.New(apperr.InvalidFile, "the file could not be read as %s: it is malformed or exceeds the extraction limits", format)
-	case err != nil:
-		// Not the file's fault: its bytes did not arrive from the store.
-		return extract.Result{}, fmt.Errorf("extract %s: %w: %w", id, eventstore.ErrUnavailable, err)
+	res, err := s.Extract.Run(ctx, account, format, rd, caps)
+	if err != nil {
+		return extract.Result{}, s.refusal(err, account, id, format)
 	}
 	if text := res.Text(); text != "" {
 		if err := s.Store.FileObjects.PutBytes(ctx, textObject(id), map[string]string{metaFile: id}, []byte(text)); err != nil {
@@ -280,6 +271,81 @@ func (s *Service) extract(ctx context.Context, id, format string) (extract.Resul
 		}
 	}
 	return res, nil
+}
+
+// refusal turns an extraction's failure into what the upload answers: the
+// file's fault (invalid_file, saying which of the file and the
+// extraction's limits refused it), the account's (rate_limited), the
+// server's being busy, or a failure of the server.
+func (s *Service) refusal(err error, account, id, format string) error {
+	var refused *extract.Error
+	var spent *extract.AccountError
+	switch {
+	case errors.Is(err, extract.ErrNotWord):
+		return apperr.New(apperr.UnsupportedFileType, "the file is not a Word document")
+	case errors.As(err, &refused):
+		// The reason is logged without the child's words, which may
+		// quote the file.
+		s.Log.Warn().Str("file_id", id).Str("account_id", account).Str("format", format).Str("reason", refused.Error()).
+			Dur("cpu", refused.CPU).Msg("file refused by extraction")
+		why := "its reader crashed on it: the file is malformed or crafted"
+		switch refused.Reason {
+		case extract.ErrUnreadable:
+			why = "it is malformed; check that it opens in its application, or save it again"
+		case extract.ErrTimeout:
+			why = fmt.Sprintf("reading it took longer than the extraction's time limit of %s; send a smaller or simpler file", refused.Limit)
+		case extract.ErrCPU:
+			why = fmt.Sprintf("reading it reached the extraction's CPU limit of %s; send a smaller or simpler file", refused.Limit)
+		case extract.ErrMemory:
+			why = fmt.Sprintf("reading it reached the extraction's memory limit of %s; send a smaller or simpler file", refused.Limit)
+		}
+		return apperr.New(apperr.InvalidFile, "the file could not be read as %s: %s", format, why)
+	case errors.As(err, &spent):
+		s.Log.Warn().Str("file_id", id).Str("account_id", account).Msg("upload refused: the account used its extraction CPU time")
+		return &apperr.Error{Code: apperr.RateLimited, RetryAfter: int(spent.RetryAfter.Round(time.Second).Seconds()),
+			Message: fmt.Sprintf("this account's files used the %s of CPU time their extraction may take in an hour on this server; retry in %s", spent.PerHour, spent.RetryAfter.Round(time.Second))}
+	case errors.Is(err, extract.ErrBusy):
+		return &apperr.Error{Code: apperr.ServiceRestarting, RetryAfter: 5,
+			Message: "this server is extracting as many files as it does at once and none ended in time; retry in a few seconds"}
+	case errors.Is(err, extract.ErrSandbox):
+		return fmt.Errorf("extract %s: %w", id, err)
+	}
+	// Not the file's fault: its bytes did not arrive from the store.
+	return fmt.Errorf("extract %s: %w: %w", id, eventstore.ErrUnavailable, err)
+}
+
+// lazyObject reads what open opens, at its first read; Close may come
+// while a read is in progress, and ends the reads after it.
+type lazyObject struct {
+	open func() (io.ReadCloser, error)
+
+	mu  sync.Mutex
+	rc  io.ReadCloser
+	err error
+}
+
+func (l *lazyObject) Read(p []byte) (int, error) {
+	l.mu.Lock()
+	if l.rc == nil && l.err == nil {
+		l.rc, l.err = l.open()
+	}
+	rc, err := l.rc, l.err
+	l.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return rc.Read(p)
+}
+
+func (l *lazyObject) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rc := l.rc
+	l.rc, l.err = nil, io.ErrClosedPipe
+	if rc != nil {
+		return rc.Close()
+	}
+	return nil
 }
 
 func cmpOr(v, def int) int {

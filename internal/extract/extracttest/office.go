@@ -184,3 +184,25 @@ func OverflowPDF() []byte {
 	fmt.Fprintf(&b, "\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n", off)
 	return b.Bytes()
 }
+
+// AttributeBombDOCX returns a DOCX of about 100 KB whose document part
+// expands to size bytes (under the reader's bound for size up to 64 MiB):
+// one paragraph element carrying size/5 empty attributes, which an XML
+// decoder holds all at once, some 50 bytes of memory each.
+func AttributeBombDOCX(size int) []byte {
+	const head = `<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p `
+	const tail = `/></w:body></w:document>`
+	doc := head + strings.Repeat(` a=""`, (size-len(head)-len(tail))/5) + tail
+	return Zip(map[string]string{"word/document.xml": doc}, "word/document.xml")
+}
+
+// AttributeStormDOCX returns a DOCX of about 160 KB whose document part
+// expands to size bytes of empty run elements, each with 200 empty
+// attributes: costly to decode, but little of it held at once.
+func AttributeStormDOCX(size int) []byte {
+	const head = `<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>`
+	const tail = `</w:body></w:document>`
+	run := `<w:r` + strings.Repeat(` a=""`, 200) + `/>`
+	doc := head + strings.Repeat(run, (size-len(head)-len(tail))/len(run)) + tail
+	return Zip(map[string]string{"word/document.xml": doc}, "word/document.xml")
+}
