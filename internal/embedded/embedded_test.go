@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -53,8 +54,8 @@ func TestUncleanStopIsRemembered(t *testing.T) {
 
 // The server's warnings and errors reach the log, its notices at debug.
 func TestServerLogThroughZerolog(t *testing.T) {
-	var buf bytes.Buffer
-	s, err := Start(Options{DataDir: t.TempDir(), Log: zerolog.New(zerolog.SyncWriter(&buf))})
+	var buf lockedBuffer
+	s, err := Start(Options{DataDir: t.TempDir(), Log: zerolog.New(&buf)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,4 +68,23 @@ func TestServerLogThroughZerolog(t *testing.T) {
 			t.Errorf("the log lacks %s:\n%s", want, out)
 		}
 	}
+}
+
+// lockedBuffer is a buffer the server's goroutines may write while the test
+// reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

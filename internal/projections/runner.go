@@ -410,6 +410,10 @@ func (r *Runner) reportLag(ctx context.Context, applied *atomic.Uint64) {
 	}
 }
 
+// ErrUnreadableCheckpoint is in the chain of Checkpoint's error when the
+// stored checkpoint is not a sequence.
+var ErrUnreadableCheckpoint = errors.New("not a sequence")
+
 // Checkpoint returns the sequence of the last event the projection name
 // applied; 0 when it has applied none.
 func Checkpoint(ctx context.Context, kv *eventstore.Bucket, name string) (uint64, error) {
@@ -422,7 +426,7 @@ func Checkpoint(ctx context.Context, kv *eventstore.Bucket, name string) (uint64
 	}
 	seq, err := strconv.ParseUint(string(e.Value), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("checkpoint %s: %q is not a sequence", name, e.Value)
+		return 0, fmt.Errorf("checkpoint %s: %q is %w", name, e.Value, ErrUnreadableCheckpoint)
 	}
 	return seq, nil
 }

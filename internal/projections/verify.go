@@ -58,6 +58,11 @@ func (r *Runner) savePositions(ctx context.Context) error {
 // reflects an event past it.
 func (r *Runner) Check(ctx context.Context) (string, error) {
 	pos, err := Checkpoint(ctx, r.Checkpoints, r.Name)
+	if errors.Is(err, ErrUnreadableCheckpoint) {
+		// Not a question of what survived a power cut: the projection's
+		// runs report it, and are retried until an operator repairs it.
+		return "", nil
+	}
 	if err != nil {
 		return "", err
 	}
