@@ -297,6 +297,44 @@ func (s *Store) AppendRaw(ctx context.Context, subject string, data []byte, id s
 	return ack.Sequence, nil
 }
 
+// RawEvent is an event already encoded, for AppendAll: its subject, its
+// event id and its stored bytes.
+type RawEvent struct {
+	Subject, ID string
+	Data        []byte
+}
+
+// AppendAll publishes evs unconditionally, in order, with asynchronous
+// publishes, and waits for every acknowledgement: for loading events in
+// bulk (a benchmark's history), not for commands. It returns the stream
+// sequence of each, or the first failure.
+func (s *Store) AppendAll(ctx context.Context, evs []RawEvent) ([]uint64, error) {
+	futures := make([]jetstream.PubAckFuture, 0, len(evs))
+	for _, ev := range evs {
+		msg := &nats.Msg{Subject: ev.Subject, Data: ev.Data, Header: nats.Header{}}
+		f, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(ev.ID))
+		if err != nil {
+			return nil, classify("append "+ev.Subject, err)
+		}
+		futures = append(futures, f)
+	}
+	seqs := make([]uint64, len(futures))
+	var first error
+	for i, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			seqs[i] = ack.Sequence
+		case err := <-f.Err():
+			if first == nil {
+				first = classify("append "+f.Msg().Subject, err)
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return seqs, first
+}
+
 // Stored reports which of subjects have at least one event in stream, with
 // one request per lastBatch subjects rather than one each.
 func (s *Store) Stored(ctx context.Context, stream *Stream, subjects []string) (map[string]bool, error) {
