@@ -96,14 +96,15 @@ func (s *Service) Update(ctx context.Context, accountID string, then func(a *eve
 
 // envelope wraps one event of a command on a and says what its append
 // expects. A ledger event is chained to the ledger's head and goes on the
-// ledger's subjects, conditional on the ledger's last event; any other event
+// ledger's one subject, conditional on the last event of that subject (a
+// lookup of one subject, whatever the account's history); any other event
 // goes on the account's own subjects, conditional on the last of those. Keys
 // and the ledger therefore never fail each other's expectation, in any
 // number of processes.
 func (s *Service) envelope(accountID string, a *events.Account, ev events.Event) (events.Envelope, *eventstore.Expect, error) {
 	if ev, ledger := events.Linked(ev, a.Ledger.Head); ledger {
 		env, err := events.WrapLedger(accountID, ev, s.Now())
-		return env, &eventstore.Expect{Filter: events.LedgerFilter(accountID), Seq: a.LedgerSeq}, err
+		return env, &eventstore.Expect{Filter: events.LedgerSubject(accountID), Seq: a.ChainSeq}, err
 	}
 	env, err := events.Wrap(events.AggregateAccount, accountID, ev, s.Now())
 	return env, &eventstore.Expect{Filter: events.OwnFilter(accountID), Seq: a.OwnSeq}, err

@@ -214,19 +214,26 @@ func printTable(w io.Writer, r *benchResults) {
 		{"query_appends_per_query", "ev", "", r.QueryAppendsPerQuery, r.SyncAlways.QueryAppendsPerQuery},
 		{"store_writes_per_query", "msg", "", r.StoreWritesPerQuery, r.SyncAlways.StoreWritesPerQuery},
 	}
-	fmt.Fprintf(w, "\n%-26s %14s %14s  %-6s %s\n", "metric", "sync interval", "sync always", "unit", "target (2 cores)")
-	for _, row := range rows {
-		fmt.Fprintf(w, "%-26s %14.1f %14.1f  %-6s %s\n", row.name, row.a, row.b, row.unit, row.target)
+	if r.SyncPolicy != "" {
+		fmt.Fprintf(w, "\n%-26s %14s %14s  %-6s %s\n", "metric", "sync interval", "sync always", "unit", "target (2 cores)")
+		for _, row := range rows {
+			fmt.Fprintf(w, "%-26s %14.1f %14.1f  %-6s %s\n", row.name, row.a, row.b, row.unit, row.target)
+		}
+		fmt.Fprintf(w, "replay_events_per_s is the median of %d rebuilds: %s (interval), %s (always)\n",
+			replayRounds, rounds(r.ReplayRounds), rounds(r.SyncAlways.ReplayRounds))
 	}
-	fmt.Fprintf(w, "replay_events_per_s is the median of %d rebuilds: %s (interval), %s (always)\n",
-		replayRounds, rounds(r.ReplayRounds), rounds(r.SyncAlways.ReplayRounds))
 	if g := r.Growth; g != nil {
 		fmt.Fprintf(w, "\ngrowth (one account, fsync %s):\n%-16s %12s %14s %16s %14s\n", g.SyncPolicy, "settled queries", "unify q/s", "CPU ms/query", "ledger append µs", "append share")
 		for _, st := range g.Steps {
 			fmt.Fprintf(w, "%-16d %12.1f %14.2f %16.1f %13.1f%%\n", st.SettledQueries, st.UnifyQueriesPerS, st.CPUMsPerQuery, st.LedgerAppendCPUUs, 100*st.LedgerAppendShare)
 		}
 		fmt.Fprintf(w, "q/s last ÷ first %.2f (target ≥ 0.9); CPU/query last ÷ first %.2f\n", g.QueriesPerSRatio, g.CPUPerQueryRatio)
-		fmt.Fprintf(w, "first query of the account after a restart, %d settled: %.1f ms (target ≤ 50), %.1f ms CPU\n", g.ColdHistory, g.ColdFirstQueryMs, g.ColdFirstQueryCPUMs)
+		if g.ColdFirstQueryMs > 0 {
+			fmt.Fprintf(w, "first query of the account after a restart, %d settled: %.1f ms (target ≤ 50), %.1f ms CPU\n", g.ColdHistory, g.ColdFirstQueryMs, g.ColdFirstQueryCPUMs)
+		}
+		if g.Error != "" {
+			fmt.Fprintf(w, "stopped: %s\n", g.Error)
+		}
 	}
 	fmt.Fprintf(w, "(%.0f s in all)\n", r.Seconds)
 }

@@ -368,7 +368,7 @@ func (h *history) add(ctx context.Context, m *app.Main, n int) error {
 		// The events were folded before their sequences were known: the
 		// account's sequences are those of the last one.
 		last := seqs[len(seqs)-1]
-		h.a.LastSeq, h.a.LedgerSeq, h.a.Read = last, last, last
+		h.a.LastSeq, h.a.LedgerSeq, h.a.ChainSeq, h.a.Read = last, last, last, last
 		n -= len(batch) / 2
 		// The service reads the batch now, as it would have known each
 		// event it appended itself: its copy of the account never has a

@@ -8,7 +8,7 @@ import (
 
 // AggregateAccount is the aggregate name of account events:
 // ev.account.<account_id>.<event>. Keys and plans live here; the ledger
-// has subjects of its own under it (LedgerSubject).
+// has a subject of its own under it (LedgerSubject).
 const AggregateAccount = "account"
 
 // Plans of spec section 1.7.
@@ -113,11 +113,13 @@ type Account struct {
 	KeyOrder  []string
 	// LastSeq is the sequence of the last event applied, OwnSeq that of the
 	// last on the account's own subjects (OwnFilter), LedgerSeq that of the
-	// last on the ledger's subjects (LedgerFilter): the expected sequences
-	// of the two aggregates' appends.
+	// last on the ledger's subjects in any layout (LedgerFilter), ChainSeq
+	// that of the last on LedgerSubject. OwnSeq and ChainSeq are the
+	// expected sequences of the two aggregates' appends.
 	LastSeq   uint64
 	OwnSeq    uint64
 	LedgerSeq uint64
+	ChainSeq  uint64
 	// Read is the sequence up to which every event of the account has been
 	// applied: a command's own append of one aggregate can land after an
 	// event of the other that this copy has not read yet, so LastSeq is no
@@ -138,6 +140,9 @@ func (a *Account) Apply(r Record) {
 	a.LastSeq = r.Seq
 	if OnLedger(r.Envelope.Subject) {
 		a.LedgerSeq = r.Seq
+		if OnChain(r.Envelope.Subject) {
+			a.ChainSeq = r.Seq
+		}
 	} else {
 		a.OwnSeq = r.Seq
 	}

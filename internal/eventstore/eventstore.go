@@ -415,6 +415,11 @@ func (s *Store) Load(ctx context.Context, stream *Stream, filter string, from ui
 
 // loadDirect is Load with direct gets only.
 func (s *Store) loadDirect(ctx context.Context, stream *Stream, filter string, from uint64) ([]events.Record, error) {
+	return s.loadRange(ctx, stream, filter, from, 0)
+}
+
+// loadRange is loadDirect up to sequence to (0: to the end).
+func (s *Store) loadRange(ctx context.Context, stream *Stream, filter string, from, to uint64) ([]events.Record, error) {
 	var out []events.Record
 	if from == 0 {
 		from = 1
@@ -428,6 +433,9 @@ func (s *Store) loadDirect(ctx context.Context, stream *Stream, filter string, f
 				return false, nil
 			}
 			return false, err
+		}
+		if to > 0 && msg.Sequence > to {
+			return false, nil
 		}
 		rec, err := events.Decode(msg.Sequence, msg.Data)
 		if err != nil {
@@ -469,16 +477,71 @@ func (s *Store) loadDirect(ctx context.Context, stream *Stream, filter string, f
 // request an event: slower than direct gets, but never behind what was
 // acknowledged.
 func (s *Store) loadFromLeader(ctx context.Context, stream *Stream, filter string, from uint64) ([]events.Record, error) {
+	return s.rangeFromLeader(ctx, stream, filter, from, 0)
+}
+
+// rangeFromLeader is loadFromLeader up to sequence to (0: to the end).
+func (s *Store) rangeFromLeader(ctx context.Context, stream *Stream, filter string, from, to uint64) ([]events.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	var out []events.Record
 	for from = max(from, 1); ; {
 		rec, err := s.leaderGet(ctx, stream, leaderRequest{Seq: from, NextFor: filter})
-		if err != nil || rec == nil {
+		if err != nil || rec == nil || (to > 0 && rec.Seq > to) {
 			return out, err
 		}
 		out, from = append(out, *rec), rec.Seq+1
 	}
+}
+
+// searchWindow is the first window of LastWhere, in stream sequences; each
+// next one, further back, is four times as long.
+const searchWindow = 1024
+
+// LastWhere searches the events on subject (one literal subject) of stream
+// from sequence until back to the subject's first event, newest first: it
+// returns the first for which match says found, or nil at the first for
+// which match says stop, or when none is left. It reads windows of
+// sequences that grow fourfold going back, so an event near until costs
+// one read whatever lies before it. On a replicated stream, a search that
+// finds nothing by direct gets is made again from the stream's leader,
+// which has every acknowledged event.
+func (s *Store) LastWhere(ctx context.Context, stream *Stream, subject string, until uint64, match func(events.Record) (found, stop bool)) (*events.Record, error) {
+	first, err := stream.Next(ctx, subject, 1)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	search := func(load func(ctx context.Context, stream *Stream, filter string, from, to uint64) ([]events.Record, error)) (*events.Record, bool, error) {
+		for hi, w := until, uint64(searchWindow); hi >= first.Seq; w *= 4 {
+			lo := first.Seq
+			if hi-first.Seq >= w {
+				lo = hi - w + 1
+			}
+			recs, err := load(ctx, stream, subject, lo, hi)
+			if err != nil {
+				return nil, false, err
+			}
+			for i := len(recs) - 1; i >= 0; i-- {
+				switch found, stop := match(recs[i]); {
+				case found:
+					return &recs[i], true, nil
+				case stop:
+					return nil, true, nil
+				}
+			}
+			hi = lo - 1
+		}
+		return nil, false, nil
+	}
+	rec, ended, err := search(s.loadRange)
+	if err != nil || rec != nil || ended || !stream.replicated() {
+		return rec, err
+	}
+	rec, _, err = search(s.rangeFromLeader)
+	return rec, err
 }
 
 // leaderRequest asks a stream's leader for a message: the first at or

@@ -173,12 +173,45 @@ func (s *Service) Settle(ctx context.Context, accountID, requestID string, calls
 	return *prev, nil
 }
 
-// Settlement returns the settlement of a query, read from its own subject;
-// nil when the query is not settled.
+// Settlement returns the settlement of a query; nil when the query is not
+// settled (its reservation is open, or was released without a settlement).
+// It reads the account's latest events first: a query whose reservation is
+// open has no settlement, and for one that has none open the settlement is
+// looked for on the subject where the layout before this one put it, then
+// on the ledger's subject from its newest event back, to the query's
+// reservation at the most (eventstore.LastWhere): a settlement read back
+// right after it was made, by a run resumed after it, costs one read
+// whatever the account's history.
 func (s *Service) Settlement(ctx context.Context, accountID, requestID string) (*events.ChargesSettled, error) {
-	prev, err := s.Accounts.Store.Last(ctx, s.Accounts.Store.Accounts, events.SettlementSubject(accountID, requestID))
-	if err != nil || prev == nil {
+	var open bool
+	var chain uint64
+	err := s.Accounts.Update(ctx, accountID, func(a *events.Account) { _, open = a.Ledger.Open[requestID]; chain = a.ChainSeq }, s.Accounts.Refreshed(ctx, accountID))
+	if err != nil || open {
 		return nil, err
+	}
+	store := s.Accounts.Store
+	prev, err := store.Last(ctx, store.Accounts, events.EarlierSettlementSubject(accountID, requestID))
+	if err != nil {
+		return nil, err
+	}
+	if prev == nil && chain > 0 {
+		prev, err = store.LastWhere(ctx, store.Accounts, events.LedgerSubject(accountID), chain, func(r events.Record) (found, stop bool) {
+			switch e := r.Event.(type) {
+			case events.ChargesSettled:
+				return e.RequestID == requestID, false
+			case events.CreditsReleased:
+				return false, e.RequestID == requestID
+			case events.CreditsReserved:
+				return false, e.RequestID == requestID
+			}
+			return false, false
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if prev == nil {
+		return nil, nil
 	}
 	if e, ok := prev.Event.(events.ChargesSettled); ok {
 		return &e, nil
