@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
@@ -27,6 +28,12 @@ type Decide func(a *events.Account) ([]events.Event, error)
 type cached struct {
 	mu sync.Mutex
 	a  *events.Account
+	// snapped is the Folded of a's last snapshot (written, or loaded),
+	// snappedAt when that was; pending is the write of the last snapshot
+	// this copy wrote, until its answer is seen.
+	snapped   uint64
+	snappedAt time.Time
+	pending   *eventstore.Puts
 }
 
 func (s *Service) cached(accountID string) *cached {
@@ -86,6 +93,7 @@ func (s *Service) Update(ctx context.Context, accountID string, then func(a *eve
 			if then != nil {
 				then(c.a)
 			}
+			s.snapshot(ctx, accountID, c)
 			return nil
 		}
 		if attempt > 50 {
@@ -110,23 +118,31 @@ func (s *Service) envelope(accountID string, a *events.Account, ev events.Event)
 	return env, &eventstore.Expect{Filter: events.OwnFilter(accountID), Seq: a.OwnSeq}, err
 }
 
-// refresh brings the cached aggregate up to the stream: the whole history on
-// first use, then only the events after the cached sequence.
+// refresh brings the cached aggregate up to the stream: on first use its
+// snapshot and the events after it (all of its events when it has no
+// snapshot this process can use), then only the events after the cached
+// sequence.
 func (s *Service) refresh(ctx context.Context, c *cached, accountID string) error {
 	if c.a == nil || !c.a.Exists() {
-		a, err := s.Store.LoadAccount(ctx, accountID)
+		a, snapped, err := s.load(ctx, accountID)
 		if err != nil {
 			return err
 		}
-		c.a = a
+		c.a, c.snapped, c.snappedAt = a, snapped, s.Now()
 		return nil
 	}
-	recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), c.a.Read+1)
+	return s.catchUp(ctx, accountID, c.a)
+}
+
+// catchUp applies to a the account's events after a.Read.
+func (s *Service) catchUp(ctx context.Context, accountID string, a *events.Account) error {
+	recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), a.Read+1)
 	if err != nil {
 		return err
 	}
+	s.read(len(recs))
 	for _, r := range recs {
-		c.a.CatchUp(r)
+		a.CatchUp(r)
 	}
 	return nil
 }
@@ -135,13 +151,6 @@ func (s *Service) refresh(ctx context.Context, c *cached, accountID string) erro
 // process) before the next step decides.
 func (s *Service) Refreshed(ctx context.Context, accountID string) Decide {
 	return func(a *events.Account) ([]events.Event, error) {
-		recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), a.Read+1)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range recs {
-			a.CatchUp(r)
-		}
-		return nil, nil
+		return nil, s.catchUp(ctx, accountID, a)
 	}
 }

@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -426,5 +427,58 @@ func TestAuditChecksTheReadModelAtItsOwnSequence(t *testing.T) {
 	}
 	if out := f.report(rep); rep.OK() || !strings.Contains(out, acct+": read model differs from the replay at its seq") {
 		t.Fatalf("audit of a read model that differs at its sequence:\n%s", out)
+	}
+}
+
+// An account's snapshot is checked against the replay of the events it
+// folds: the service's own passes; one that says another balance, or
+// another chain hash, is a difference named with its account.
+func TestAuditChecksTheSnapshots(t *testing.T) {
+	f := newFixture(t)
+	f.led.Accounts.SnapshotEvery = 5
+	view, err := f.led.Accounts.CreateAccount(f.ctx, "snapshotted", events.PlanFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	for i := range 4 {
+		id := fmt.Sprintf("req_01M800000000000000000000S%d", i)
+		if err := f.led.Reserve(f.ctx, acct, id, events.MicrosPerCredit, false); err != nil {
+			t.Fatal(err)
+		}
+		f.settle(acct, id, f.query(id, events.QuerySubmitted{RequestID: id, AccountID: acct, Mode: "unify", Prompt: "p", Models: []events.ModelRef{model}}, f.answered(40)))
+	}
+	var stored []byte
+	storetest.WaitFor(t, 5*time.Second, "a snapshot of the account", func() bool {
+		e, err := f.store.Snapshots.Get(f.ctx, acct)
+		stored = e.Value
+		return err == nil
+	})
+	if rep := f.audit(); !rep.OK() || rep.Snapshots != 1 {
+		t.Fatalf("audit of the service's snapshot (%d checked):\n%s", rep.Snapshots, f.report(rep))
+	}
+	for name, change := range map[string]func(s *events.AccountSnapshot){
+		"balance": func(s *events.AccountSnapshot) { s.Ledger.BalanceMicros += events.MicrosPerCredit },
+		"chain":   func(s *events.AccountSnapshot) { s.Ledger.Head = events.HashStored([]byte("elsewhere")) },
+		"open": func(s *events.AccountSnapshot) {
+			s.Ledger.Open["req_01M8000000000000000000000X"] = &events.OpenQuery{Calls: map[string]bool{}}
+		},
+	} {
+		var s events.AccountSnapshot
+		if err := json.Unmarshal(stored, &s); err != nil {
+			t.Fatal(err)
+		}
+		change(&s)
+		raw, _ := json.Marshal(s)
+		if _, err := f.store.Snapshots.Put(f.ctx, acct, raw); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := audit.Run(f.ctx, f.store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := f.report(rep); rep.OK() || len(rep.Problems) != 1 || !strings.Contains(out, acct+": snapshot differs from the replay") {
+			t.Fatalf("audit of a snapshot with another %s:\n%s", name, out)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,8 +9,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/pprof/profile"
 
 	"github.com/crosscheck/crosscheck/internal/app"
 	"github.com/crosscheck/crosscheck/internal/catalog"
@@ -55,21 +61,21 @@ type growthStep struct {
 	// that ended.
 	UnifyQueriesPerS float64 `json:"unify_queries_per_s"`
 	CPUMsPerQuery    float64 `json:"cpu_ms_per_query"`
-	// LedgerAppendCPUUs is the process's CPU per ledger append, measured
-	// alone right after: reservations and settlements of the account made
-	// one after another through the ledger service. LedgerAppendShare is
-	// the two appends of a query at that cost, over CPUMsPerQuery.
-	LedgerAppendCPUUs float64 `json:"ledger_append_cpu_us"`
+	// LedgerAppendShare is the share of the load's CPU that went into the
+	// queries' ledger appends, read from a CPU profile of the load: the
+	// embedded server's goroutine of the ACCOUNTS stream (LedgerServerShare:
+	// its expected-sequence check, its store, its acknowledgement; the
+	// server labels the goroutine with its stream) and this process's
+	// account commands (LedgerClientShare: deciding, encoding and chaining
+	// the event, publishing it, reading the account again after a conflict).
 	LedgerAppendShare float64 `json:"ledger_append_cpu_share"`
+	LedgerServerShare float64 `json:"ledger_append_cpu_share_server"`
+	LedgerClientShare float64 `json:"ledger_append_cpu_share_client"`
 }
 
 // growthKeys is how many API keys the growth phase's account has: its
 // clients share them, 8 each (the per-key bound on queries in flight).
 func growthKeys(clients int) int { return (clients + 7) / 8 }
-
-// growthAppends is how many reservation and settlement pairs a step
-// measures alone.
-const growthAppends = 300
 
 // benchGrowth runs the growth phase into r under the fsync policy
 // $BENCH_GROWTH_SYNC (interval, the default, or always): one account takes
@@ -144,8 +150,8 @@ func benchGrowth(ctx context.Context, cfg benchConfig, w io.Writer, r *growthRes
 			r.CPUPerQueryRatio = step.CPUMsPerQuery / first.CPUMsPerQuery
 		}
 		saved()
-		fmt.Fprintf(w, "  %7d settled: %7.1f q/s, %6.2f ms CPU/query, ledger append %6.1f µs CPU (%.1f %%), in %.1fs\n",
-			step.SettledQueries, step.UnifyQueriesPerS, step.CPUMsPerQuery, step.LedgerAppendCPUUs, 100*step.LedgerAppendShare, time.Since(t).Seconds())
+		fmt.Fprintf(w, "  %7d settled: %7.1f q/s, %6.2f ms CPU/query, ledger appends %.1f %% of the CPU (server %.1f %%, client %.1f %%), in %.1fs\n",
+			step.SettledQueries, step.UnifyQueriesPerS, step.CPUMsPerQuery, 100*step.LedgerAppendShare, 100*step.LedgerServerShare, 100*step.LedgerClientShare, time.Since(t).Seconds())
 		if err := h.catchUp(ctx, m.Store); err != nil {
 			return err
 		}
@@ -208,9 +214,8 @@ func warmKey(ctx context.Context, m *app.Main, key string) error {
 	return nil
 }
 
-// growthLoad runs one step: unify at full load on the account, then its
-// ledger appends alone. It returns the step and how many queries it
-// settled.
+// growthLoad runs one step: unify at full load on the account, under a
+// CPU profile. It returns the step and how many queries it settled.
 func growthLoad(ctx context.Context, cfg benchConfig, m *app.Main, acct string, keys []string, settled int) (growthStep, int, error) {
 	step := growthStep{SettledQueries: settled}
 	done, err := watchCompletions(m.Conn())
@@ -233,9 +238,17 @@ func growthLoad(ctx context.Context, cfg benchConfig, m *app.Main, acct string, 
 	keyOf := func(c int) string { return keys[c/8] }
 	drive(ctx, m, done, cfg.Clients, keyOf, "growth warm-up", time.Now().Add(cfg.Phase/10), &fail, func(int, int, ownedQuery) { count.Add(1) })
 	warm := count.Swap(0) + 1
+	var prof bytes.Buffer
+	if err := pprof.StartCPUProfile(&prof); err != nil {
+		return step, 0, err
+	}
 	cpu0, t := cpuTime(), time.Now()
 	drive(ctx, m, done, cfg.Clients, keyOf, "growth", time.Now().Add(cfg.Phase/2), &fail, func(int, int, ownedQuery) { count.Add(1) })
 	secs, cpu := time.Since(t).Seconds(), cpuTime()-cpu0
+	pprof.StopCPUProfile()
+	if path := os.Getenv("BENCH_CPUPROFILE"); path != "" && os.Getenv("BENCH_PROFILE_PHASE") == "growth" {
+		_ = os.WriteFile(fmt.Sprintf("%s.%d", path, settled), prof.Bytes(), 0o644)
+	}
 	if e := fail.get(); e != nil {
 		return step, 0, e
 	}
@@ -246,34 +259,50 @@ func growthLoad(ctx context.Context, cfg benchConfig, m *app.Main, acct string, 
 		step.UnifyQueriesPerS = float64(n) / secs
 		step.CPUMsPerQuery = float64(cpu) / float64(time.Millisecond) / float64(n)
 	}
-	per, err := ledgerAppendCPU(ctx, m, acct, growthAppends)
-	if err != nil {
+	if step.LedgerServerShare, step.LedgerClientShare, err = ledgerShares(prof.Bytes()); err != nil {
 		return step, 0, err
 	}
-	step.LedgerAppendCPUUs = float64(per) / float64(time.Microsecond)
-	if step.CPUMsPerQuery > 0 {
-		step.LedgerAppendShare = 2 * step.LedgerAppendCPUUs / 1000 / step.CPUMsPerQuery
-	}
-	return step, int(warm+n) + growthAppends, nil
+	step.LedgerAppendShare = step.LedgerServerShare + step.LedgerClientShare
+	return step, int(warm + n), nil
 }
 
-// ledgerAppendCPU makes pairs reservations and settlements on the account
-// through the ledger service, one after another and nothing else running,
-// and returns the process's CPU per append.
-func ledgerAppendCPU(ctx context.Context, m *app.Main, acct string, pairs int) (time.Duration, error) {
-	calls := unifyCalls(m)
-	ending := events.EndingOf(events.QueryCompleted{})
-	cpu0 := cpuTime()
-	for range pairs {
-		id := "req_" + events.NewID()
-		if err := m.Ledger.Reserve(ctx, acct, id, 2*events.MicrosPerCredit, false); err != nil {
-			return 0, err
+// accountCommands is the function every account command runs in: the
+// ledger's appends (and the account's other commands, which a load of
+// queries does not make).
+const accountCommands = "/internal/accounts.(*Service).Update"
+
+// ledgerShares returns the shares of a CPU profile's time spent on the
+// ledger's appends: on the embedded server's goroutine of the ACCOUNTS
+// stream (nats-server labels it stream=ACCOUNTS), and elsewhere under
+// accountCommands.
+func ledgerShares(raw []byte) (server, client float64, err error) {
+	p, err := profile.ParseData(raw)
+	if err != nil {
+		return 0, 0, err
+	}
+	cpu := len(p.SampleType) - 1 // the last value is the CPU time
+	var total, srv, cli int64
+	for _, s := range p.Sample {
+		v := s.Value[cpu]
+		total += v
+		if slices.Contains(s.Label["stream"], eventstore.StreamAccounts) {
+			srv += v
+			continue
 		}
-		if _, err := m.Ledger.Settle(ctx, acct, id, calls, ending); err != nil {
-			return 0, err
+	frames:
+		for _, loc := range s.Location {
+			for _, line := range loc.Line {
+				if line.Function != nil && strings.HasSuffix(line.Function.Name, accountCommands) {
+					cli += v
+					break frames
+				}
+			}
 		}
 	}
-	return (cpuTime() - cpu0) / time.Duration(2*pairs), nil
+	if total == 0 {
+		return 0, 0, nil
+	}
+	return float64(srv) / float64(total), float64(cli) / float64(total), nil
 }
 
 // unifyCalls are the five calls of a unify query over the four simulated

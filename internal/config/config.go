@@ -60,6 +60,12 @@ type Config struct {
 	// FilesMaxAccountMB bounds the MiB of an account's live files (uploaded,
 	// neither deleted nor expired); zero is no bound.
 	FilesMaxAccountMB int
+	// SnapshotEvery and SnapshotInterval are when a process writes the
+	// snapshot of an account it holds: after that many of the account's
+	// events since the last one, or at its first command that long after
+	// the last one.
+	SnapshotEvery    int
+	SnapshotInterval time.Duration
 	// HTTP bounds what one client can hold of the HTTP servers.
 	HTTP HTTPLimits
 	// PrintFirstKey makes the first start of crosscheck serve print the
@@ -139,6 +145,8 @@ func Defaults() Config {
 		SSEMaxStreams:       256,
 		SSEMaxStreamsPerKey: 16,
 		FilesMaxAccountMB:   2048,
+		SnapshotEvery:       1000,
+		SnapshotInterval:    time.Minute,
 		HTTP: HTTPLimits{
 			MaxHeaderBytes:    32 << 10,
 			MaxConns:          4096,
@@ -198,6 +206,7 @@ func FromEnv() (Config, error) {
 	dur("CROSSCHECK_HTTP_READ_TIMEOUT", &c.HTTP.ReadTimeout)
 	dur("CROSSCHECK_HTTP_WRITE_TIMEOUT", &c.HTTP.WriteTimeout)
 	dur("CROSSCHECK_HTTP_IDLE_TIMEOUT", &c.HTTP.IdleTimeout)
+	dur("CROSSCHECK_SNAPSHOT_INTERVAL", &c.SnapshotInterval)
 	integer := func(name string, dst *int, lo int) {
 		if v := os.Getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -215,6 +224,7 @@ func FromEnv() (Config, error) {
 	integer("CROSSCHECK_SSE_MAX_STREAMS", &c.SSEMaxStreams, 0)
 	integer("CROSSCHECK_SSE_MAX_STREAMS_PER_KEY", &c.SSEMaxStreamsPerKey, 0)
 	integer("CROSSCHECK_FILES_MAX_ACCOUNT_MB", &c.FilesMaxAccountMB, 0)
+	integer("CROSSCHECK_SNAPSHOT_EVERY", &c.SnapshotEvery, 1)
 	integer("CROSSCHECK_HTTP_MAX_CONNS", &c.HTTP.MaxConns, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR", &c.HTTP.MaxConnsPerAddr, 0)
 	if v := os.Getenv("CROSSCHECK_PRINT_FIRST_KEY"); v != "" {
@@ -252,6 +262,9 @@ func FromEnv() (Config, error) {
 	}
 	if c.NATSURL == "" && c.NATSAuth != (NATSAuth{}) {
 		errs = append(errs, "CROSSCHECK_NATS_CREDS, _NKEY, _TOKEN and _TLS_* apply to CROSSCHECK_NATS_URL, which is not set")
+	}
+	if c.SnapshotInterval < time.Second {
+		errs = append(errs, "CROSSCHECK_SNAPSHOT_INTERVAL must be at least 1s")
 	}
 	if c.WorkerAckWait < time.Second {
 		errs = append(errs, "CROSSCHECK_WORKER_ACK_WAIT must be at least 1s")

@@ -124,8 +124,13 @@ type Account struct {
 	// applied: a command's own append of one aggregate can land after an
 	// event of the other that this copy has not read yet, so LastSeq is no
 	// place to read on from.
-	Read   uint64
-	Ledger Ledger
+	Read uint64
+	// Folded is how many events were applied; OwnHash is the hash of the
+	// stored bytes of the last of the account's own events (HashStored),
+	// as Ledger.Head is that of the last ledger event.
+	Folded  uint64
+	OwnHash string
+	Ledger  Ledger
 	// BYOMs are the customer-owned models by model id, BYOMOrder their ids
 	// in the order they were connected.
 	BYOMs     map[string]*BYOM
@@ -138,13 +143,14 @@ func (a *Account) Exists() bool { return a.ID != "" }
 // Apply folds one stored event into the account.
 func (a *Account) Apply(r Record) {
 	a.LastSeq = r.Seq
+	a.Folded++
 	if OnLedger(r.Envelope.Subject) {
 		a.LedgerSeq = r.Seq
 		if OnChain(r.Envelope.Subject) {
 			a.ChainSeq = r.Seq
 		}
 	} else {
-		a.OwnSeq = r.Seq
+		a.OwnSeq, a.OwnHash = r.Seq, HashStored(r.Raw)
 	}
 	switch e := r.Event.(type) {
 	case AccountCreated:

@@ -43,6 +43,7 @@ const (
 	BucketInflight    = "inflight"
 	BucketProjections = "projections"
 	BucketLeases      = "leases"
+	BucketSnapshots   = "account_snapshots"
 )
 
 // LeaseTTL is how long an entry of the leases bucket lives after its last
@@ -103,6 +104,10 @@ type Store struct {
 	Projections *Bucket
 	// Leases holds which process runs each projection.
 	Leases *Bucket
+	// Snapshots holds the latest snapshot of each account aggregate
+	// (events.AccountSnapshot) by account id: where a process starts an
+	// account it has not in memory, never trusted over the stream.
+	Snapshots *Bucket
 
 	replicas int
 }
@@ -185,6 +190,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		{&s.Inflight, jetstream.KeyValueConfig{Bucket: BucketInflight, Description: "In-flight query slots by API key fingerprint"}},
 		{&s.Projections, jetstream.KeyValueConfig{Bucket: BucketProjections, Description: "The last event each projection applied, by projection name"}},
 		{&s.Leases, jetstream.KeyValueConfig{Bucket: BucketLeases, Description: "The process that runs each projection, by projection name", TTL: LeaseTTL}},
+		{&s.Snapshots, jetstream.KeyValueConfig{Bucket: BucketSnapshots, Description: "The latest snapshot of each account aggregate by account id, verified against ACCOUNTS before use"}},
 	}
 	// Each stream and bucket is independent of the others: their creations
 	// (and their groups' leader elections) overlap.
