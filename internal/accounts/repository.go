@@ -134,9 +134,10 @@ func (s *Service) refresh(ctx context.Context, c *cached, accountID string) erro
 	return s.catchUp(ctx, accountID, c.a)
 }
 
-// catchUp applies to a the account's events after a.Read.
+// catchUp applies to a the account's events after a.Read. The events a
+// has applied already (its own appends) are read but not decoded.
 func (s *Service) catchUp(ctx context.Context, accountID string, a *events.Account) error {
-	recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), a.Read+1)
+	recs, last, err := s.Store.LoadNew(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), a.Read+1, a.Applied)
 	if err != nil {
 		return err
 	}
@@ -144,6 +145,7 @@ func (s *Service) catchUp(ctx context.Context, accountID string, a *events.Accou
 	for _, r := range recs {
 		a.CatchUp(r)
 	}
+	a.Read = max(a.Read, last)
 	return nil
 }
 

@@ -182,16 +182,22 @@ func (a *Account) Apply(r Record) {
 // of either aggregate: each aggregate's events up to its own sequence have
 // all been applied, since each append expects that sequence.
 func (a *Account) CatchUp(r Record) {
-	applied := r.Seq <= a.OwnSeq
-	if OnLedger(r.Envelope.Subject) {
-		applied = r.Seq <= a.LedgerSeq
-	}
-	if !applied {
+	if !a.Applied(r.Seq, r.Envelope.Subject) {
 		last := max(a.LastSeq, r.Seq)
 		a.Apply(r)
 		a.LastSeq = last
 	}
 	a.Read = max(a.Read, r.Seq)
+}
+
+// Applied reports whether the account's event at seq, stored on subject,
+// is applied already: an event of either aggregate up to that aggregate's
+// last sequence (see CatchUp).
+func (a *Account) Applied(seq uint64, subject string) bool {
+	if OnLedger(subject) {
+		return seq <= a.LedgerSeq
+	}
+	return seq <= a.OwnSeq
 }
 
 // StateChange returns the key transition an event carries, if it is one.

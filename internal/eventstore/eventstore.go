@@ -424,8 +424,33 @@ func (s *Store) loadDirect(ctx context.Context, stream *Stream, filter string, f
 	return s.loadRange(ctx, stream, filter, from, 0)
 }
 
+// LoadNew is Load for a reader that has some of the events already: it
+// neither decodes nor returns those for which known (by their sequence
+// and subject) says so, and returns beside the others the sequence of the
+// last event it read, of either kind (0: none).
+func (s *Store) LoadNew(ctx context.Context, stream *Stream, filter string, from uint64, known func(seq uint64, subject string) bool) ([]events.Record, uint64, error) {
+	var last uint64
+	out, err := s.readRange(ctx, stream, filter, from, 0, func(seq uint64, subject string) bool {
+		last = seq
+		return known(seq, subject)
+	})
+	if err == nil && last == 0 && stream.replicated() {
+		out, err = s.loadFromLeader(ctx, stream, filter, from)
+		if len(out) > 0 {
+			last = out[len(out)-1].Seq
+		}
+	}
+	return out, last, err
+}
+
 // loadRange is loadDirect up to sequence to (0: to the end).
 func (s *Store) loadRange(ctx context.Context, stream *Stream, filter string, from, to uint64) ([]events.Record, error) {
+	return s.readRange(ctx, stream, filter, from, to, nil)
+}
+
+// readRange is loadRange that skips, undecoded, the events for which skip
+// (when set) says so.
+func (s *Store) readRange(ctx context.Context, stream *Stream, filter string, from, to uint64, skip func(seq uint64, subject string) bool) ([]events.Record, error) {
 	var out []events.Record
 	if from == 0 {
 		from = 1
@@ -443,7 +468,11 @@ func (s *Store) loadRange(ctx context.Context, stream *Stream, filter string, fr
 		if to > 0 && msg.Sequence > to {
 			return false, nil
 		}
-		rec, err := events.Decode(msg.Sequence, msg.Data)
+		if skip != nil && skip(msg.Sequence, msg.Subject) {
+			from = msg.Sequence + 1
+			return true, nil
+		}
+		rec, err := events.DecodeStored(msg.Sequence, msg.Subject, msg.Data)
 		if err != nil {
 			return false, err
 		}
