@@ -29,6 +29,7 @@ fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test ./internal/handlers -run '^$$' -fuzz FuzzUpload -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/modes -run '^$$' -fuzz FuzzCited -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/eventstore -run '^$$' -fuzz FuzzTraceHeaders -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/eventstore -run '^$$' -fuzz FuzzScanAck -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/queries -run '^$$' -fuzz '^FuzzParseListParams$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/chat -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/events -run '^$$' -fuzz '^FuzzDecodeData$$' -fuzztime $(FUZZTIME)

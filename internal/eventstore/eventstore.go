@@ -281,15 +281,11 @@ func (s *Store) Append(ctx context.Context, env events.Envelope, expect *Expect)
 	defer func(start time.Time) { observeAppend(env.Subject, start, err) }(time.Now())
 	msg := &nats.Msg{Subject: env.Subject, Data: data, Header: nats.Header{}}
 	injectTrace(ctx, msg.Header)
-	opts := []jetstream.PublishOpt{jetstream.WithMsgID(env.ID)}
-	if expect != nil {
-		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(expect.Seq, expect.Filter))
-	}
-	ack, err := s.js.PublishMsg(ctx, msg, opts...)
+	seq, dup, err := s.publish(ctx, msg, env.ID, expect)
 	if err != nil {
 		return Appended{}, classify("append "+env.Type, err)
 	}
-	return Appended{Seq: ack.Sequence, Duplicate: ack.Duplicate, Data: data}, nil
+	return Appended{Seq: seq, Duplicate: dup, Data: data}, nil
 }
 
 // AppendRaw publishes data, already encoded, on subject with the event id
