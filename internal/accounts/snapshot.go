@@ -17,7 +17,7 @@ import (
 // has applied that many events since the last snapshot, or at its first
 // command that long after the last one when it applied any.
 const (
-	DefaultSnapshotEvery    = 1000
+	DefaultSnapshotEvery    = 250
 	DefaultSnapshotInterval = time.Minute
 )
 
@@ -106,10 +106,9 @@ func (s *Service) holds(ctx context.Context, id string, seq uint64, hash string)
 // snapshot writes the snapshot of c's account, without waiting for its
 // acknowledgement, when c has applied SnapshotEvery events since the last
 // one, or any since SnapshotInterval; not while the last one's write is
-// unanswered. The copy reads the account's latest events first: its own
-// appends do not move Read (another process's events may lie between them
-// and what it read last), and a snapshot's Read is where a load reads on
-// from. The caller holds c.mu.
+// unanswered. The copy's Read is moved up to its ledger's last event first
+// (readOwn): its own appends do not move it, and a snapshot's Read is where
+// a load reads on from. The caller holds c.mu.
 func (s *Service) snapshot(ctx context.Context, id string, c *cached) {
 	a := c.a
 	if a == nil || !a.Exists() || a.Folded == c.snapped {
@@ -126,7 +125,7 @@ func (s *Service) snapshot(ctx context.Context, id string, c *cached) {
 		countSnapshot(err)
 		c.pending = nil
 	}
-	if err := s.catchUp(ctx, id, a); err != nil {
+	if err := s.readOwn(ctx, id, a); err != nil {
 		return
 	}
 	raw, err := events.EncodeSnapshot(a)
@@ -140,6 +139,27 @@ func (s *Service) snapshot(ctx context.Context, id string, c *cached) {
 		return
 	}
 	c.pending, c.snapped, c.snappedAt = puts, a.Folded, s.Now()
+}
+
+// readOwn applies to a the account's own events (keys, customer-owned
+// models) after a.Read, and then moves Read up to a's last ledger event:
+// every event of the account up to there is applied, its own events by
+// this read and its ledger events because each of a's ledger appends
+// expected the one before it. It reads only the account's own events,
+// usually none: a catch-up (catchUp) would read back every ledger event a
+// appended since Read.
+func (s *Service) readOwn(ctx context.Context, id string, a *events.Account) error {
+	recs, _, err := s.Store.LoadNew(ctx, s.Store.Accounts, events.OwnFilter(id), a.Read+1, a.Applied)
+	if err != nil {
+		return err
+	}
+	s.read(len(recs))
+	read := a.Read
+	for _, r := range recs {
+		a.CatchUp(r) // moves Read past ledger events this read does not see
+	}
+	a.Read = max(read, a.LedgerSeq)
+	return nil
 }
 
 func countSnapshot(err error) {

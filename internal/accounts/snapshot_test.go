@@ -3,6 +3,8 @@ package accounts
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,5 +149,100 @@ func TestSnapshotNotTrustedOverTheStream(t *testing.T) {
 	cold := &Service{Store: store, Now: time.Now}
 	if _, err := cold.Account(ctx, id); err != nil || cold.eventsRead.Load() != int64(21-snap.Folded) {
 		t.Fatalf("the true snapshot: %v, %d events read; want the %d after it", err, cold.eventsRead.Load(), 21-snap.Folded)
+	}
+}
+
+// Two processes change one account, its keys and its ledger, each writing
+// snapshots of its own copy: a third process that starts the account from
+// the last snapshot holds what a replay of every event holds.
+func TestSnapshotsOfTwoProcesses(t *testing.T) {
+	stores := storetest.OpenMany(t, 3)
+	ctx := context.Background()
+	one := &Service{Store: stores[0], Now: time.Now, SnapshotEvery: 3, SnapshotInterval: time.Hour}
+	two := &Service{Store: stores[1], Now: time.Now, SnapshotEvery: 3, SnapshotInterval: time.Hour}
+	view, err := one.CreateAccount(ctx, "shared", events.PlanEnterprise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := view.ID
+	for i := range 12 {
+		grants(t, one, id, 1)
+		grants(t, two, id, 1)
+		if i%4 == 0 {
+			err := two.Update(ctx, id, nil, func(a *events.Account) ([]events.Event, error) {
+				return []events.Event{events.KeyCreated{Fingerprint: fmt.Sprintf("key%05d", i), Name: "k", SecretHash: "h", AUPAccepted: true}}, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	snapshotOf(t, stores[0], id, 20)
+	full, err := stores[2].LoadAccount(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cold := &Service{Store: stores[2], Now: time.Now}
+	if err := cold.Update(ctx, id, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := cold.cached(id).a
+	if cold.eventsRead.Load() >= int64(full.Folded) {
+		t.Fatalf("the cold process read %d of %d events: no snapshot used", cold.eventsRead.Load(), full.Folded)
+	}
+	want, _ := json.Marshal(events.SnapshotOf(full))
+	got.Read, got.Folded = full.Read, full.Folded
+	have, _ := json.Marshal(events.SnapshotOf(got))
+	if string(have) != string(want) {
+		t.Fatalf("the account from the snapshot:\n%s\nfrom every event:\n%s", have, want)
+	}
+}
+
+// A process's snapshot never folds past a ledger event of another process
+// it has not read: here the first process, holding the account, writes a
+// snapshot after another process's grant and key, which it has not read,
+// and reads the key (an event of the account's own) to write it. A process
+// that starts from the snapshot reads that grant.
+func TestSnapshotStopsBeforeAnUnreadLedgerEvent(t *testing.T) {
+	stores := storetest.OpenMany(t, 3)
+	ctx := context.Background()
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	one := &Service{Store: stores[0], Now: now, SnapshotEvery: 1000, SnapshotInterval: time.Hour}
+	two := &Service{Store: stores[1], Now: time.Now, SnapshotEvery: 1000, SnapshotInterval: time.Hour}
+	view, err := one.CreateAccount(ctx, "unread", events.PlanEnterprise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := view.ID
+	grants(t, one, id, 1)
+	grants(t, two, id, 1)
+	err = two.Update(ctx, id, nil, func(a *events.Account) ([]events.Event, error) {
+		return []events.Event{events.KeyCreated{Fingerprint: "key00001", Name: "k", SecretHash: "h", AUPAccepted: true}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An hour on, the first process's next command writes its snapshot;
+	// it appends nothing, so it does not read the other's grant.
+	clock.Add(int64(2 * time.Hour))
+	if err := one.Update(ctx, id, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b := one.cached(id).a.Ledger.BalanceMicros; b != events.MicrosPerCredit {
+		t.Fatalf("the first process holds %d: it read the other's grant, the test proves nothing", b)
+	}
+	_, snap := snapshotOf(t, stores[0], id, 3)
+	if len(snap.Keys) != 1 {
+		t.Fatalf("the snapshot holds %d keys; want the other process's key, read to write it", len(snap.Keys))
+	}
+	cold := &Service{Store: stores[2], Now: time.Now}
+	got, err := cold.Account(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.BalanceMicros != 2*events.MicrosPerCredit || len(got.Keys) != 1 {
+		t.Fatalf("started from the first process's snapshot: balance %d, %d keys; want both grants and the key", got.BalanceMicros, len(got.Keys))
 	}
 }

@@ -145,7 +145,7 @@ func Defaults() Config {
 		SSEMaxStreams:       256,
 		SSEMaxStreamsPerKey: 16,
 		FilesMaxAccountMB:   2048,
-		SnapshotEvery:       1000,
+		SnapshotEvery:       250,
 		SnapshotInterval:    time.Minute,
 		HTTP: HTTPLimits{
 			MaxHeaderBytes:    32 << 10,
