@@ -63,9 +63,9 @@ type growthStep struct {
 	CPUMsPerQuery    float64 `json:"cpu_ms_per_query"`
 	// LedgerAppendShare is the share of the load's CPU that went into the
 	// queries' ledger appends, read from a CPU profile of the load: the
-	// embedded server's goroutine of the ACCOUNTS stream (LedgerServerShare:
-	// its expected-sequence check, its store, its acknowledgement; the
-	// server labels the goroutine with its stream) and this process's
+	// embedded server's goroutines of the ACCOUNTS stream but its consumers'
+	// (LedgerServerShare: its expected-sequence check, its store, its
+	// acknowledgement; the server labels them with their stream) and this process's
 	// account commands (LedgerClientShare: deciding, encoding and chaining
 	// the event, publishing it, reading the account again after a conflict).
 	LedgerAppendShare float64 `json:"ledger_append_cpu_share"`
@@ -271,32 +271,42 @@ func growthLoad(ctx context.Context, cfg benchConfig, m *app.Main, acct string, 
 // queries does not make).
 const accountCommands = "/internal/accounts.(*Service).Update"
 
+// serverConsumer is the prefix of the embedded server's consumer code: its
+// goroutines carry their stream's label too, and deliver events to readers
+// (the balances projection), which is no part of an append.
+const serverConsumer = "/server.(*consumer)."
+
 // ledgerShares returns the shares of a CPU profile's time spent on the
-// ledger's appends: on the embedded server's goroutine of the ACCOUNTS
-// stream (nats-server labels it stream=ACCOUNTS), and elsewhere under
-// accountCommands.
+// ledger's appends: on the embedded server's goroutines of the ACCOUNTS
+// stream (nats-server labels them stream=ACCOUNTS) but its consumers', and
+// elsewhere under accountCommands.
 func ledgerShares(raw []byte) (server, client float64, err error) {
 	p, err := profile.ParseData(raw)
 	if err != nil {
 		return 0, 0, err
 	}
 	cpu := len(p.SampleType) - 1 // the last value is the CPU time
+	in := func(s *profile.Sample, name string, match func(string, string) bool) bool {
+		for _, loc := range s.Location {
+			for _, line := range loc.Line {
+				if line.Function != nil && match(line.Function.Name, name) {
+					return true
+				}
+			}
+		}
+		return false
+	}
 	var total, srv, cli int64
 	for _, s := range p.Sample {
 		v := s.Value[cpu]
 		total += v
-		if slices.Contains(s.Label["stream"], eventstore.StreamAccounts) {
-			srv += v
-			continue
-		}
-	frames:
-		for _, loc := range s.Location {
-			for _, line := range loc.Line {
-				if line.Function != nil && strings.HasSuffix(line.Function.Name, accountCommands) {
-					cli += v
-					break frames
-				}
+		switch {
+		case slices.Contains(s.Label["stream"], eventstore.StreamAccounts):
+			if !in(s, serverConsumer, strings.Contains) {
+				srv += v
 			}
+		case in(s, accountCommands, strings.HasSuffix):
+			cli += v
 		}
 	}
 	if total == 0 {
