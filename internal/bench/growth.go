@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -427,7 +426,7 @@ func (h *history) append(ev events.Event) (eventstore.RawEvent, error) {
 	if err != nil {
 		return eventstore.RawEvent{}, err
 	}
-	data, err := json.Marshal(env)
+	data, err := env.Encode()
 	if err != nil {
 		return eventstore.RawEvent{}, err
 	}

@@ -274,7 +274,7 @@ type Appended struct {
 // take the event wraps ErrUnavailable. The trace context of ctx, if any,
 // goes with the event in the message's headers (traceparent).
 func (s *Store) Append(ctx context.Context, env events.Envelope, expect *Expect) (_ Appended, err error) {
-	data, err := json.Marshal(env)
+	data, err := env.Encode()
 	if err != nil {
 		return Appended{}, err
 	}
