@@ -34,6 +34,7 @@ fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test ./internal/chat -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/events -run '^$$' -fuzz '^FuzzDecodeData$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/events -run '^$$' -fuzz '^FuzzEnvelopeEncode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/events -run '^$$' -fuzz '^FuzzDecodeSnapshot$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/projections -run '^$$' -fuzz '^FuzzEncodeIsMarshal$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/egress -run '^$$' -fuzz '^FuzzParseAllow$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/byom -run '^$$' -fuzz '^FuzzParseKeys$$' -fuzztime $(FUZZTIME)

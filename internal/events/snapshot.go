@@ -62,8 +62,9 @@ func SnapshotOf(a *Account) AccountSnapshot {
 func EncodeSnapshot(a *Account) ([]byte, error) { return json.Marshal(SnapshotOf(a)) }
 
 // DecodeSnapshot decodes a stored snapshot of account id into the
-// account it holds. It refuses a snapshot of another schema version or of
-// another account.
+// account it holds. It refuses a snapshot of another schema version, of
+// another account, whose sequences are no fold's, or with a part missing
+// (a key, a model or an open query's state).
 func DecodeSnapshot(id string, raw []byte) (*Account, error) {
 	var s AccountSnapshot
 	if err := json.Unmarshal(raw, &s); err != nil {
@@ -86,6 +87,9 @@ func DecodeSnapshot(id string, raw []byte) (*Account, error) {
 		Folded: s.Folded, OwnHash: s.OwnHash, Ledger: s.Ledger,
 	}
 	for _, k := range s.Keys {
+		if k == nil || a.Keys[k.Fingerprint] != nil {
+			return nil, fmt.Errorf("snapshot of %s: a key missing or listed twice", id)
+		}
 		a.Keys[k.Fingerprint] = k
 		a.KeyOrder = append(a.KeyOrder, k.Fingerprint)
 	}
@@ -93,11 +97,19 @@ func DecodeSnapshot(id string, raw []byte) (*Account, error) {
 		if a.BYOMs == nil {
 			a.BYOMs = map[string]*BYOM{}
 		}
+		if b == nil || a.BYOMs[b.ModelID] != nil {
+			return nil, fmt.Errorf("snapshot of %s: a model missing or listed twice", id)
+		}
 		a.BYOMs[b.ModelID] = b
 		a.BYOMOrder = append(a.BYOMOrder, b.ModelID)
 	}
 	if a.Ledger.Open == nil {
 		a.Ledger.Open = map[string]*OpenQuery{}
+	}
+	for req, o := range a.Ledger.Open {
+		if o == nil || o.Calls == nil {
+			return nil, fmt.Errorf("snapshot of %s: open query %q without its state", id, req)
+		}
 	}
 	return a, nil
 }
