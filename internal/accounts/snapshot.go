@@ -72,9 +72,15 @@ func (s *Service) load(ctx context.Context, id string) (*events.Account, uint64,
 
 // fromSnapshot returns the account its snapshot holds, and "used"; or nil
 // and why not: "none" when it has none, "rejected" when the snapshot
-// cannot be read or the stream does not hold what it folds (the events at
-// its LedgerSeq and OwnSeq are not the ones it hashed: a stream restored
-// to an earlier state, or a snapshot written by another store).
+// cannot be read or the stream does not hold what it folds: the event at
+// its last sequence (the later of its last ledger event and its last own
+// event) is not the one it hashed (a stream restored to an earlier state,
+// or a snapshot written by another store). One event is enough: the
+// stream deletes nothing (DenyDelete, DenyPurge), so one that holds the
+// snapshot's last event as it was holds every event before it as it was.
+// It is one read, of the block the events after the snapshot are read from
+// next; the account's own last event is often in a block of its own, far
+// back (its creation), which a cold process would load for nothing else.
 func (s *Service) fromSnapshot(ctx context.Context, id string) (*events.Account, string) {
 	entry, err := s.Store.Snapshots.Get(ctx, id)
 	if errors.Is(err, eventstore.ErrNotFound) {
@@ -87,7 +93,11 @@ func (s *Service) fromSnapshot(ctx context.Context, id string) (*events.Account,
 	if err != nil {
 		return nil, "rejected"
 	}
-	if !s.holds(ctx, id, a.LedgerSeq, a.Ledger.Head) || !s.holds(ctx, id, a.OwnSeq, a.OwnHash) {
+	seq, hash := a.LedgerSeq, a.Ledger.Head
+	if a.OwnSeq > seq {
+		seq, hash = a.OwnSeq, a.OwnHash
+	}
+	if !s.holds(ctx, id, seq, hash) {
 		return nil, "rejected"
 	}
 	return a, "used"

@@ -122,10 +122,6 @@ func TestSnapshotNotTrustedOverTheStream(t *testing.T) {
 			s.LedgerSeq, s.ChainSeq, s.LastSeq, s.Read = s.LedgerSeq+100, s.ChainSeq+100, s.LastSeq+100, s.Read+100
 			s.Ledger.BalanceMicros += 1000 * events.MicrosPerCredit
 		},
-		// Its last own event is another.
-		"another own event": func(s *events.AccountSnapshot) {
-			s.OwnHash = events.HashStored([]byte("another key"))
-		},
 	} {
 		tampered := snap
 		change(&tampered)
@@ -149,6 +145,28 @@ func TestSnapshotNotTrustedOverTheStream(t *testing.T) {
 	cold := &Service{Store: store, Now: time.Now}
 	if _, err := cold.Account(ctx, id); err != nil || cold.eventsRead.Load() != int64(21-snap.Folded) {
 		t.Fatalf("the true snapshot: %v, %d events read; want the %d after it", err, cold.eventsRead.Load(), 21-snap.Folded)
+	}
+	// A snapshot whose last event is one of the account's own (a key) is
+	// checked on that one.
+	keyer := &Service{Store: store, Now: time.Now, SnapshotEvery: 1, SnapshotInterval: time.Hour}
+	err = keyer.Update(ctx, id, nil, func(a *events.Account) ([]events.Event, error) {
+		return []events.Event{events.KeyCreated{Fingerprint: "key00001", Name: "k", SecretHash: "h", AUPAccepted: true}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, snap = snapshotOf(t, store, id, 22)
+	if snap.OwnSeq <= snap.LedgerSeq {
+		t.Fatalf("the key's snapshot: own %d, ledger %d; want the key last", snap.OwnSeq, snap.LedgerSeq)
+	}
+	snap.OwnHash = events.HashStored([]byte("another key"))
+	raw, _ := json.Marshal(snap)
+	if _, err := store.Snapshots.Put(ctx, id, raw); err != nil {
+		t.Fatal(err)
+	}
+	cold = &Service{Store: store, Now: time.Now}
+	if got, err := cold.Account(ctx, id); err != nil || cold.eventsRead.Load() != 22 || len(got.Keys) != 1 {
+		t.Fatalf("another last own event: %v, %d events read; want every one of 22", err, cold.eventsRead.Load())
 	}
 }
 

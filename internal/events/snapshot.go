@@ -13,10 +13,10 @@ const SnapshotSchema = 1
 // AccountSnapshot is an account aggregate as stored in the snapshots
 // bucket: the state a fold of the account's events reaches, and where in
 // the stream that fold stands. A snapshot is never trusted over the
-// stream: it is used only while the stream holds, at LedgerSeq, the event
-// whose stored bytes hash to Ledger.Head and, at OwnSeq, the one whose
-// bytes hash to OwnHash (Verify), and the events after Read are read from
-// the stream on top of it.
+// stream: it is used only while the stream holds, at the later of
+// LedgerSeq and OwnSeq, the event whose stored bytes hash to Ledger.Head
+// or OwnHash, and the events after Read are read from the stream on top of
+// it.
 //
 // The state is that of every event of the account up to Read, and of its
 // own events up to OwnSeq and its ledger events up to LedgerSeq (a
