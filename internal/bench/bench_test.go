@@ -26,10 +26,38 @@ func TestBenchSmoke(t *testing.T) {
 	// The simulated models take long enough for a stream opened after the
 	// submission to see the later events even on a loaded machine: with no
 	// event after the stream opened there is no SSE figure to measure.
-	cfg := benchConfig{Phase: 300 * time.Millisecond, Clients: 8, Rate: 40, Latency: 150 * time.Millisecond, Inflight: 40, Publishers: 4}
-	res, err := runBench(context.Background(), cfg, io.Discard)
+	cfg := benchConfig{Phase: 300 * time.Millisecond, Clients: 8, Rate: 40, Latency: 150 * time.Millisecond, Inflight: 40, Publishers: 4,
+		GrowthSizes: []int{10, 2500}}
+	var saves []benchResults
+	res, err := runBench(context.Background(), cfg, io.Discard, func(r *benchResults) {
+		raw, _ := json.Marshal(r)
+		var cp benchResults
+		_ = json.Unmarshal(raw, &cp)
+		saves = append(saves, cp)
+	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The results are saved as each phase ends: the first save holds the
+	// raw publish alone, the last every figure.
+	if len(saves) < 12 || saves[0].JetStreamPublishPerS == 0 || saves[0].UnifyQueriesPerS != 0 || saves[0].Complete || !saves[len(saves)-1].Complete {
+		t.Errorf("%d saves, the first with raw publish %v and unify %v; want one per phase, the first of the raw publish alone, the last complete",
+			len(saves), saves[0].JetStreamPublishPerS, saves[0].UnifyQueriesPerS)
+	}
+	g := res.Growth
+	if g == nil {
+		t.Fatal("no growth figures")
+	}
+	if len(g.Steps) != 2 || g.Steps[1].SettledQueries < 2500 || g.QueriesPerSRatio <= 0 || g.ColdFirstQueryMs <= 0 || g.ColdHistory < 2500 {
+		t.Errorf("growth %+v; want two steps measured, the second past 2,500 settled queries, and the cold first query", g)
+	}
+	for _, st := range g.Steps {
+		// A profile of a fraction of a second may hold no sample of the
+		// ledger's appends: the shares are checked to be read, not to be
+		// above zero.
+		if st.UnifyQueriesPerS <= 0 || st.CPUMsPerQuery <= 0 || st.LedgerAppendShare >= 1 || st.LedgerAppendShare != st.LedgerServerShare+st.LedgerClientShare {
+			t.Errorf("growth step %+v; want every figure measured", st)
+		}
 	}
 	raw, _ := json.Marshal(res)
 	var flat map[string]any

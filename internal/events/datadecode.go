@@ -8,7 +8,8 @@ import (
 )
 
 // decodeData decodes the data of an event of type typ. The query events,
-// which make most of a store, are read by hand, without reflection; data in
+// which make most of a store, and the ledger's events of every query (a
+// reservation and a settlement) are read by hand, without reflection; data in
 // a form the hand-written reader does not take (a key it does not know or
 // knows twice, another spelling of a key, a null but as a field's value, a
 // number that is not a plain integer, a string with a surrogate escape, a
@@ -46,6 +47,10 @@ var dataDecoders = map[string]func(*dataReader) Event{
 	"query.attempt_failed":  func(r *dataReader) Event { return r.attemptFailed() },
 	"query.completed":       func(r *dataReader) Event { return r.queryCompleted() },
 	"query.failed":          func(r *dataReader) Event { return r.queryFailed() },
+	// The ledger's two events of every query: the balances projection and
+	// a process catching up with an account read one of each per query.
+	"account.credits_reserved": func(r *dataReader) Event { return r.creditsReserved() },
+	"account.charges_settled":  func(r *dataReader) Event { return r.chargesSettled() },
 }
 
 // dataReader reads the strict subset of JSON described at decodeData. Once
@@ -671,5 +676,92 @@ var queryCompletedKeys = []string{"charged_micros"}
 
 func (r *dataReader) queryCompleted() (e QueryCompleted) {
 	r.fields(queryCompletedKeys, func(int) { e.ChargedMicros = r.int64Ptr() })
+	return e
+}
+
+var creditsReservedKeys = []string{"request_id", "amount_micros", "prev_hash"}
+
+func (r *dataReader) creditsReserved() (e CreditsReserved) {
+	r.fields(creditsReservedKeys, func(k int) {
+		switch k {
+		case 0:
+			e.RequestID = r.str()
+		case 1:
+			e.AmountMicros = r.int64()
+		case 2:
+			e.PrevHash = r.str()
+		}
+	})
+	return e
+}
+
+var settledCallKeys = []string{"call_id", "step", "model", "input_tokens", "output_tokens", "input_per_million", "output_per_million", "cost_micros", "amount_micros", "written_off_micros"}
+
+func (r *dataReader) settledCall() (c SettledCall) {
+	r.fields(settledCallKeys, func(k int) {
+		switch k {
+		case 0:
+			c.CallID = r.str()
+		case 1:
+			c.Step = r.str()
+		case 2:
+			c.Model = r.modelRef()
+		case 3:
+			c.InputTokens = r.int()
+		case 4:
+			c.OutputTokens = r.int()
+		case 5:
+			c.InputPerMillion = r.int64()
+		case 6:
+			c.OutputPerMillion = r.int64()
+		case 7:
+			c.CostMicros = r.int64()
+		case 8:
+			c.AmountMicros = r.int64()
+		case 9:
+			c.WrittenOffMicros = r.int64()
+		}
+	})
+	return c
+}
+
+var queryEndingKeys = []string{"status", "code", "message"}
+
+func (r *dataReader) queryEnding() *QueryEnding {
+	e := &QueryEnding{}
+	r.fields(queryEndingKeys, func(k int) {
+		switch k {
+		case 0:
+			e.Status = r.str()
+		case 1:
+			e.Code = r.str()
+		case 2:
+			e.Message = r.str()
+		}
+	})
+	return e
+}
+
+var chargesSettledKeys = []string{"request_id", "calls", "charged_micros", "released_micros", "reason", "ending", "prev_hash"}
+
+func (r *dataReader) chargesSettled() (e ChargesSettled) {
+	r.fields(chargesSettledKeys, func(k int) {
+		switch k {
+		case 0:
+			e.RequestID = r.str()
+		case 1:
+			e.Calls = array(r, r.settledCall)
+		case 2:
+			e.ChargedMicros = r.int64()
+		case 3:
+			e.ReleasedMicros = r.int64()
+		case 4:
+			e.Reason = r.str()
+		case 5:
+			e.Ending = r.queryEnding()
+		case 6:
+			e.PrevHash = r.str()
+		}
+	})
 	return e
 }

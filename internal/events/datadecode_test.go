@@ -37,6 +37,12 @@ func dataSamples() []Event {
 		WithCharge(QueryCompleted{}, 1_234_567),
 		WithCharge(QueryCompleted{}, 0),
 		WithCharge(QueryFailed{Code: "cancelled", Message: "stopped"}, 42),
+		CreditsReserved{RequestID: "req_1", AmountMicros: 1208750, LedgerLink: LedgerLink{PrevHash: "65b29917c1b5"}},
+		ChargesSettled{RequestID: "req_1", Calls: []SettledCall{
+			{CallID: "01M7Z925HBRKA1WVJHGF23GR62", Step: "model_answered", Model: m, InputTokens: 16, OutputTokens: 52, InputPerMillion: 500, OutputPerMillion: 2000, CostMicros: 112000, AmountMicros: 100000, WrittenOffMicros: 12000},
+			{CallID: "c2", Step: "synthesized", Model: ModelRef{Provider: "provider_b", ModelID: "b"}},
+		}, ChargedMicros: 855500, ReleasedMicros: 353250, Reason: "settled", Ending: &QueryEnding{Status: "failed", Code: "aggregation_failed", Message: "the synthesis failed: \"x\" ✓"}, LedgerLink: LedgerLink{PrevHash: "ab"}},
+		ChargesSettled{RequestID: "req_2", Calls: []SettledCall{}, Reason: "settled", Ending: &QueryEnding{Status: "completed"}},
 	}
 	types := Types()
 	slices.Sort(types)
@@ -142,6 +148,12 @@ func TestDecodeDataLeavesOtherFormsToEncodingJSON(t *testing.T) {
 		{"query.submitted", `{"models":[{"simulated":tru}]}`},
 		{"query.submitted", `{"models":[{"simulated":true},]}`},
 		{"query.submitted", `{"models":[]}`},
+		{"account.charges_settled", `{"calls":null,"ending":null}`},
+		{"account.charges_settled", `{"ending":{}}`},
+		{"account.charges_settled", `{"calls":[{"model":{"provider":"a"},"cost_micros":1000000000000000000}]}`},
+		{"account.charges_settled", `{"calls":[{"call_id":"a","call_id":"b"}]}`},
+		{"account.charges_settled", `{"calls":[{"Call_ID":"a"}]}`},
+		{"account.credits_reserved", `{"amount_micros":-5,"prev_hash":""}`},
 	} {
 		_ = agree(t, c.typ, []byte(c.data))
 		got, gotErr := decodeData(c.typ, []byte(c.data), registry[c.typ])
@@ -175,6 +187,36 @@ func FuzzDecodeData(f *testing.F) {
 		if _, err := decodeData(typ, data, registry[typ]); err != nil {
 			if json.Unmarshal(data, registry[typ]()) == nil {
 				t.Fatalf("%s %s: refused, encoding/json takes it: %v", typ, data, err)
+			}
+		}
+	})
+}
+
+// BenchmarkDecodeSettlement decodes the data of a settlement of five
+// calls: by hand, and through encoding/json.
+func BenchmarkDecodeSettlement(b *testing.B) {
+	var calls []SettledCall
+	for i := range 5 {
+		calls = append(calls, SettledCall{CallID: NewID(), Step: "model_answered", Model: ModelRef{Provider: "provider_a", ModelID: "sim-alpha-standard", Simulated: true},
+			InputTokens: 16 + i, OutputTokens: 52, InputPerMillion: 500, OutputPerMillion: 2000, CostMicros: 112000, AmountMicros: 112000})
+	}
+	data, _ := json.Marshal(ChargesSettled{RequestID: "req_01M7Z925H53KKRXE54AMR666N7", Calls: calls, ChargedMicros: 560000, ReleasedMicros: 640000,
+		Reason: "settled", Ending: &QueryEnding{Status: "completed"}, LedgerLink: LedgerLink{PrevHash: "65b29917c1b5da3b7ec044875e1265427f503fabbcc29b8b4bc781c023d49a12"}})
+	const typ = "account.charges_settled"
+	b.Run("by-hand", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeData(typ, data, registry[typ]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			ev := registry[typ]()
+			if err := json.Unmarshal(data, ev); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})
