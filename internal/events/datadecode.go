@@ -9,12 +9,13 @@ import (
 
 // decodeData decodes the data of an event of type typ. The query events,
 // which make most of a store, and the ledger's events of every query (a
-// reservation and a settlement) are read by hand, without reflection; data in
-// a form the hand-written reader does not take (a key it does not know or
-// knows twice, another spelling of a key, a null but as a field's value, a
-// number that is not a plain integer, a string with a surrogate escape, a
-// control character or bytes that are not valid UTF-8, anything that is not
-// JSON) and every other event type are decoded by encoding/json. Both give
+// reservation, a settlement, and a reversal of it) are read by hand,
+// without reflection; data in a form the hand-written reader does not take
+// (a key it does not know or knows twice, another spelling of a key, a null
+// but as a field's value, a number that is not a plain integer, a string
+// with a surrogate escape, a control character or bytes that are not valid
+// UTF-8, anything that is not JSON) and every other event type are decoded
+// by encoding/json. Both give
 // the same event and error for the same bytes. A field added to an event
 // type and not to its reader here is therefore never lost: its key sends the
 // data to encoding/json.
@@ -48,9 +49,11 @@ var dataDecoders = map[string]func(*dataReader) Event{
 	"query.completed":       func(r *dataReader) Event { return r.queryCompleted() },
 	"query.failed":          func(r *dataReader) Event { return r.queryFailed() },
 	// The ledger's two events of every query: the balances projection and
-	// a process catching up with an account read one of each per query.
+	// a process catching up with an account read one of each per query;
+	// and the reversal of a settlement, read with them.
 	"account.credits_reserved": func(r *dataReader) Event { return r.creditsReserved() },
 	"account.charges_settled":  func(r *dataReader) Event { return r.chargesSettled() },
+	"account.charges_reversed": func(r *dataReader) Event { return r.chargesReversed() },
 }
 
 // dataReader reads the strict subset of JSON described at decodeData. Once
@@ -742,7 +745,30 @@ func (r *dataReader) queryEnding() *QueryEnding {
 	return e
 }
 
-var chargesSettledKeys = []string{"request_id", "calls", "charged_micros", "released_micros", "reason", "ending", "prev_hash"}
+var cancellationKeys = []string{"percent", "basis_micros", "minimum_micros", "cost_micros", "amount_micros", "written_off_micros"}
+
+func (r *dataReader) cancellation() *CancellationCharge {
+	c := &CancellationCharge{}
+	r.fields(cancellationKeys, func(k int) {
+		switch k {
+		case 0:
+			c.Percent = r.int()
+		case 1:
+			c.BasisMicros = r.int64()
+		case 2:
+			c.MinimumMicros = r.int64()
+		case 3:
+			c.CostMicros = r.int64()
+		case 4:
+			c.AmountMicros = r.int64()
+		case 5:
+			c.WrittenOffMicros = r.int64()
+		}
+	})
+	return c
+}
+
+var chargesSettledKeys = []string{"request_id", "calls", "charged_micros", "released_micros", "reason", "ending", "cancellation", "prev_hash"}
 
 func (r *dataReader) chargesSettled() (e ChargesSettled) {
 	r.fields(chargesSettledKeys, func(k int) {
@@ -760,6 +786,28 @@ func (r *dataReader) chargesSettled() (e ChargesSettled) {
 		case 5:
 			e.Ending = r.queryEnding()
 		case 6:
+			e.Cancellation = r.cancellation()
+		case 7:
+			e.PrevHash = r.str()
+		}
+	})
+	return e
+}
+
+var chargesReversedKeys = []string{"request_id", "calls", "refunded_micros", "reason", "prev_hash"}
+
+func (r *dataReader) chargesReversed() (e ChargesReversed) {
+	r.fields(chargesReversedKeys, func(k int) {
+		switch k {
+		case 0:
+			e.RequestID = r.str()
+		case 1:
+			e.Calls = r.strings()
+		case 2:
+			e.RefundedMicros = r.int64()
+		case 3:
+			e.Reason = r.str()
+		case 4:
 			e.PrevHash = r.str()
 		}
 	})

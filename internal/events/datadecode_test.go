@@ -43,6 +43,12 @@ func dataSamples() []Event {
 			{CallID: "c2", Step: "synthesized", Model: ModelRef{Provider: "provider_b", ModelID: "b"}},
 		}, ChargedMicros: 855500, ReleasedMicros: 353250, Reason: "settled", Ending: &QueryEnding{Status: "failed", Code: "aggregation_failed", Message: "the synthesis failed: \"x\" ✓"}, LedgerLink: LedgerLink{PrevHash: "ab"}},
 		ChargesSettled{RequestID: "req_2", Calls: []SettledCall{}, Reason: "settled", Ending: &QueryEnding{Status: "completed"}},
+		ChargesSettled{RequestID: "req_3", Calls: []SettledCall{{CallID: "c3", Step: "model_answered", Model: m, CostMicros: 5, AmountMicros: 5}}, ChargedMicros: 120005, ReleasedMicros: 1080000,
+			Reason: "cancelled", Ending: &QueryEnding{Status: "failed", Code: "cancelled", Message: CancelledMessage},
+			Cancellation: &CancellationCharge{Percent: 10, BasisMicros: 1200050, MinimumMicros: 120005, CostMicros: 120000, AmountMicros: 119000, WrittenOffMicros: 1000}, LedgerLink: LedgerLink{PrevHash: "cd"}},
+		ChargesSettled{RequestID: "req_4", Calls: []SettledCall{}, Reason: "cancelled", Cancellation: &CancellationCharge{}},
+		ChargesReversed{RequestID: "req_1", Calls: []string{"01M7Z925HBRKA1WVJHGF23GR62", "c2"}, RefundedMicros: 855500, Reason: "the query's events no longer record 1 of the 2 calls its settlement charged", LedgerLink: LedgerLink{PrevHash: "ef"}},
+		ChargesReversed{RequestID: "req_2", Calls: []string{}},
 	}
 	types := Types()
 	slices.Sort(types)
@@ -87,9 +93,17 @@ func agree(t *testing.T, typ string, data []byte) bool {
 }
 
 // Every event type's data is decoded as encoding/json decodes it, and the
-// data of every event with a hand-written reader (the query's own events),
+// data of every event with a hand-written reader (the query's own events,
+// the ledger's events of a query),
 // as json.Marshal writes it, is read by hand, escapes included.
 func TestDecodeDataMatchesEncodingJSON(t *testing.T) {
+	// The ledger's events of a query: its reservation, its settlement, and
+	// the reversal of a settlement.
+	for _, typ := range []string{"account.credits_reserved", "account.charges_settled", "account.charges_reversed"} {
+		if dataDecoders[typ] == nil {
+			t.Errorf("%s has no hand-written reader", typ)
+		}
+	}
 	for _, ev := range dataSamples() {
 		typ := typeOf(t, ev)
 		data, err := json.Marshal(ev)
@@ -154,6 +168,14 @@ func TestDecodeDataLeavesOtherFormsToEncodingJSON(t *testing.T) {
 		{"account.charges_settled", `{"calls":[{"call_id":"a","call_id":"b"}]}`},
 		{"account.charges_settled", `{"calls":[{"Call_ID":"a"}]}`},
 		{"account.credits_reserved", `{"amount_micros":-5,"prev_hash":""}`},
+		{"account.charges_settled", `{"cancellation":null}`},
+		{"account.charges_settled", `{"cancellation":{"percent":10,"percent":20}}`},
+		{"account.charges_settled", `{"cancellation":{"percent":1.5}}`},
+		{"account.charges_settled", `{"cancellation":{"basis_micros":"1"}}`},
+		{"account.charges_reversed", `{"calls":null}`},
+		{"account.charges_reversed", `{"calls":["a",1]}`},
+		{"account.charges_reversed", `{"refunded_micros":-1,"reason":"\u00e9"}`},
+		{"account.charges_reversed", `{"request_id":"a","Request_ID":"b"}`},
 	} {
 		_ = agree(t, c.typ, []byte(c.data))
 		got, gotErr := decodeData(c.typ, []byte(c.data), registry[c.typ])
