@@ -442,6 +442,11 @@ var submitRetryDelays = []time.Duration{time.Second, 5 * time.Second}
 // reports their growth.
 var submitRetries, submitsGivenUp atomic.Int64
 
+// submitsLimited counts, over the whole run, the submissions refused with
+// 429 (an API key's or an account's queries in flight at their bound); a
+// phase that must stay within the bounds reports its growth.
+var submitsLimited atomic.Int64
+
 // benchHTTP is the harness's HTTP client. It opens at most
 // benchConnsPerHost connections to the service, below the service's bound
 // per client address (CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR, 256): on a loaded
@@ -508,6 +513,7 @@ func submitOnce(ctx context.Context, base, key, prompt string) (string, error) {
 	_ = json.Unmarshal(raw, &v)
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
+		submitsLimited.Add(1)
 		return "", errLimited
 	case resp.StatusCode >= 500 && (resp.StatusCode == http.StatusServiceUnavailable || v.Error != nil && v.Error.Retriable):
 		return "", &retriable{resp.StatusCode, string(raw)}

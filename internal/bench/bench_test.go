@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/crosscheck/crosscheck/internal/app"
+	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
 )
 
@@ -191,4 +192,27 @@ func BenchmarkInflight(b *testing.B) {
 		per += got
 	}
 	b.ReportMetric(per/float64(b.N), "bytes/query")
+}
+
+// The growth phase puts every query on one account: with more clients than
+// the account may have queries in flight (CROSSCHECK_INFLIGHT_PER_ACCOUNT),
+// it runs as many as the bound allows, and none of its submissions is
+// refused (a refused client retries at once, which would measure the
+// refusals instead of the queries).
+func TestGrowthStaysWithinTheAccountsInflightBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the growth phase")
+	}
+	bound := config.Defaults().InflightPerAccount
+	cfg := benchConfig{Phase: 2 * time.Second, Clients: bound + 64, GrowthSizes: []int{10}}
+	var g growthResults
+	if err := benchGrowth(context.Background(), cfg, io.Discard, &g, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Steps) != 1 || g.Steps[0].SettledAfter <= g.Steps[0].SettledQueries {
+		t.Fatalf("growth %+v; want one step that settled queries", g)
+	}
+	if st := g.Steps[0]; st.Refused != 0 {
+		t.Errorf("%d submissions of %d clients on one account refused with 429 (the account's bound is %d)", st.Refused, cfg.Clients, bound)
+	}
 }

@@ -26,8 +26,11 @@ import (
 // every query goes through the API, measured as its history grows, and
 // the first query of that account after a restart.
 type growthResults struct {
-	SyncPolicy string       `json:"sync_policy"`
-	Steps      []growthStep `json:"steps"`
+	SyncPolicy string `json:"sync_policy"`
+	// Clients is how many clients load the account at once: the run's,
+	// at most the account's bound on queries in flight.
+	Clients int          `json:"clients"`
+	Steps   []growthStep `json:"steps"`
 	// QueriesPerSRatio is the unify queries/s of the last step divided by
 	// that of the first; CPUPerQueryRatio the same of the CPU per query.
 	QueriesPerSRatio float64 `json:"unify_queries_per_s_ratio"`
@@ -54,6 +57,9 @@ type growthStep struct {
 	// measured load began; SettledAfter when it ended.
 	SettledQueries int `json:"settled_queries"`
 	SettledAfter   int `json:"settled_after"`
+	// Refused is the submissions of the step refused with 429: none while
+	// its clients stay within the account's bound on queries in flight.
+	Refused int64 `json:"refused"`
 	// UnifyQueriesPerS and CPUMsPerQuery are of the account's unify queries
 	// at full load through the API: CPU is the whole process's (the
 	// embedded server's and the HTTP clients' included) over the queries
@@ -76,9 +82,20 @@ type growthStep struct {
 // clients share them, 8 each (the per-key bound on queries in flight).
 func growthKeys(clients int) int { return (clients + 7) / 8 }
 
+// growthClients is how many of the run's clients load the growth phase's
+// one account: no more than the account may have queries in flight
+// (perAccount; 0 is no bound), so that no submission is refused.
+func growthClients(clients, perAccount int) int {
+	if perAccount > 0 {
+		return min(clients, perAccount)
+	}
+	return clients
+}
+
 // benchGrowth runs the growth phase into r under the fsync policy
 // $BENCH_GROWTH_SYNC (interval, the default, or always): one account takes
-// every query; at each size of cfg.GrowthSizes, its history is brought to
+// every query, from the run's clients up to the account's bound on queries
+// in flight (growthClients); at each size of cfg.GrowthSizes, its history is brought to
 // that many settled queries, then unify runs at full load through the API
 // for half a phase (after a tenth of one unmeasured) and the ledger's
 // appends are measured alone. Last, the process restarts on its data dir
@@ -104,6 +121,8 @@ func benchGrowth(ctx context.Context, cfg benchConfig, w io.Writer, r *growthRes
 		return err
 	}
 	defer func() { m.Close() }()
+	cfg.Clients = growthClients(cfg.Clients, m.Config.InflightPerAccount)
+	r.Clients = cfg.Clients
 	acct, err := m.Accounts.CreateAccount(ctx, "growth", events.PlanEnterprise)
 	if err != nil {
 		return err
@@ -235,6 +254,7 @@ func growthLoad(ctx context.Context, cfg benchConfig, m *app.Main, acct string, 
 		return step, 0, err
 	}
 	keyOf := func(c int) string { return keys[c/8] }
+	limited0 := submitsLimited.Load()
 	drive(ctx, m, done, cfg.Clients, keyOf, "growth warm-up", time.Now().Add(cfg.Phase/10), &fail, func(int, int, ownedQuery) { count.Add(1) })
 	warm := count.Swap(0) + 1
 	var prof bytes.Buffer
@@ -245,6 +265,7 @@ func growthLoad(ctx context.Context, cfg benchConfig, m *app.Main, acct string, 
 	drive(ctx, m, done, cfg.Clients, keyOf, "growth", time.Now().Add(cfg.Phase/2), &fail, func(int, int, ownedQuery) { count.Add(1) })
 	secs, cpu := time.Since(t).Seconds(), cpuTime()-cpu0
 	pprof.StopCPUProfile()
+	step.Refused = submitsLimited.Load() - limited0
 	if path := os.Getenv("BENCH_CPUPROFILE"); path != "" && os.Getenv("BENCH_PROFILE_PHASE") == "growth" {
 		_ = os.WriteFile(fmt.Sprintf("%s.%d", path, settled), prof.Bytes(), 0o644)
 	}
