@@ -593,3 +593,63 @@ func TestAuditChecksTheSnapshots(t *testing.T) {
 		}
 	}
 }
+
+// A snapshot written after a reversal, a settlement again and a cancelled
+// query's cancellation charge holds what the replay of its events holds:
+// the audit's snapshot check passes.
+func TestSnapshotFoldsReversalsAndCancellationCharges(t *testing.T) {
+	f := newFixture(t)
+	f.led.Accounts.SnapshotEvery = 1
+	f.led.CancelPercent = 10
+	view, err := f.led.Accounts.CreateAccount(f.ctx, "snapshotted", events.PlanPro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	id := "req_01M80000000000000000000R01"
+	if err := f.led.Reserve(f.ctx, acct, id, 2*events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	sub := events.QuerySubmitted{RequestID: id, AccountID: acct, Mode: events.ModeUnify, Prompt: "p", Models: []events.ModelRef{model}, EstimatedMicros: 2 * events.MicrosPerCredit}
+	q := f.query(id, sub, events.QueryStarted{}, f.answered(10))
+	lost := events.Call{ID: "01M8000000000000000000LOST", Step: "model_answered", Model: model, Usage: events.Usage{InputTokens: 16, OutputTokens: 20}, CostMicros: f.answered(20).CostMicros}
+	if _, err := f.led.Settle(f.ctx, acct, id, append(q.Calls, lost), events.EndingOf(events.QueryCompleted{})); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.led.Reverse(f.ctx, acct, id, map[string]bool{q.Calls[0].ID: true}); err != nil || !ok {
+		t.Fatalf("reverse: %v %v", ok, err)
+	}
+	f.settle(acct, id, f.query(id, f.answered(30)))
+
+	cancelled := "req_01M80000000000000000000C01"
+	if err := f.led.Reserve(f.ctx, acct, cancelled, 2*events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	sub.RequestID = cancelled
+	q = f.query(cancelled, sub, events.QueryCancelRequested{KeyFingerprint: "abcdefgh"})
+	s, err := f.led.Settle(f.ctx, acct, cancelled, q.Calls, events.EndingOf(events.Cancelled()))
+	if err != nil || s.Cancellation == nil || s.Cancellation.AmountMicros == 0 {
+		t.Fatalf("cancelled settlement %+v: %v; want a cancellation charge", s, err)
+	}
+	f.query(cancelled, events.WithCharge(events.Cancelled(), s.ChargedMicros))
+
+	last, err := f.store.Last(f.ctx, f.store.Accounts, events.LedgerSubject(acct))
+	if err != nil || last == nil {
+		t.Fatalf("the ledger's last event: %v", err)
+	}
+	// A command after the last settlement brings the snapshot up to it.
+	storetest.WaitFor(t, 10*time.Second, "a snapshot at the ledger's last event", func() bool {
+		if _, err := f.led.Settlement(f.ctx, acct, cancelled); err != nil {
+			t.Fatal(err)
+		}
+		e, err := f.store.Snapshots.Get(f.ctx, acct)
+		if err != nil {
+			return false
+		}
+		var snap events.AccountSnapshot
+		return json.Unmarshal(e.Value, &snap) == nil && snap.LedgerSeq == last.Seq
+	})
+	if rep := f.audit(); !rep.OK() || rep.Snapshots != 1 {
+		t.Fatalf("audit of a snapshot past a reversal and a cancellation charge (%d checked):\n%s", rep.Snapshots, f.report(rep))
+	}
+}
