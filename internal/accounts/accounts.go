@@ -7,6 +7,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
@@ -24,10 +25,18 @@ type Service struct {
 	// MaxKeys bounds the keys of an account that are not revoked; zero is
 	// no bound.
 	MaxKeys int
+	// SnapshotEvery and SnapshotInterval are when the process writes the
+	// snapshot of an account it holds (zero: DefaultSnapshotEvery and
+	// DefaultSnapshotInterval): after that many events applied since the
+	// last one, or at the first command that long after the last one.
+	SnapshotEvery    int
+	SnapshotInterval time.Duration
 
 	cache    keyCache
 	init     sync.Once
 	accounts *lru.Cache[string, *cached] // by account id
+	// eventsRead counts the account events read from the stream.
+	eventsRead atomic.Int64
 
 	// generate makes a new key; nil means keys.Generate.
 	generate func() keys.Key

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
 	"github.com/crosscheck/crosscheck/internal/events"
@@ -27,6 +28,12 @@ type Decide func(a *events.Account) ([]events.Event, error)
 type cached struct {
 	mu sync.Mutex
 	a  *events.Account
+	// snapped is the Folded of a's last snapshot (written, or loaded),
+	// snappedAt when that was; pending is the write of the last snapshot
+	// this copy wrote, until its answer is seen.
+	snapped   uint64
+	snappedAt time.Time
+	pending   *eventstore.Puts
 }
 
 func (s *Service) cached(accountID string) *cached {
@@ -86,6 +93,7 @@ func (s *Service) Update(ctx context.Context, accountID string, then func(a *eve
 			if then != nil {
 				then(c.a)
 			}
+			s.snapshot(ctx, accountID, c)
 			return nil
 		}
 		if attempt > 50 {
@@ -96,37 +104,48 @@ func (s *Service) Update(ctx context.Context, accountID string, then func(a *eve
 
 // envelope wraps one event of a command on a and says what its append
 // expects. A ledger event is chained to the ledger's head and goes on the
-// ledger's subjects, conditional on the ledger's last event; any other event
+// ledger's one subject, conditional on the last event of that subject (a
+// lookup of one subject, whatever the account's history); any other event
 // goes on the account's own subjects, conditional on the last of those. Keys
 // and the ledger therefore never fail each other's expectation, in any
 // number of processes.
 func (s *Service) envelope(accountID string, a *events.Account, ev events.Event) (events.Envelope, *eventstore.Expect, error) {
 	if ev, ledger := events.Linked(ev, a.Ledger.Head); ledger {
 		env, err := events.WrapLedger(accountID, ev, s.Now())
-		return env, &eventstore.Expect{Filter: events.LedgerFilter(accountID), Seq: a.LedgerSeq}, err
+		return env, &eventstore.Expect{Filter: events.LedgerSubject(accountID), Seq: a.ChainSeq}, err
 	}
 	env, err := events.Wrap(events.AggregateAccount, accountID, ev, s.Now())
 	return env, &eventstore.Expect{Filter: events.OwnFilter(accountID), Seq: a.OwnSeq}, err
 }
 
-// refresh brings the cached aggregate up to the stream: the whole history on
-// first use, then only the events after the cached sequence.
+// refresh brings the cached aggregate up to the stream: on first use its
+// snapshot and the events after it (all of its events when it has no
+// snapshot this process can use), then only the events after the cached
+// sequence.
 func (s *Service) refresh(ctx context.Context, c *cached, accountID string) error {
 	if c.a == nil || !c.a.Exists() {
-		a, err := s.Store.LoadAccount(ctx, accountID)
+		a, snapped, err := s.load(ctx, accountID)
 		if err != nil {
 			return err
 		}
-		c.a = a
+		c.a, c.snapped, c.snappedAt = a, snapped, s.Now()
 		return nil
 	}
-	recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), c.a.Read+1)
+	return s.catchUp(ctx, accountID, c.a)
+}
+
+// catchUp applies to a the account's events after a.Read. The events a
+// has applied already (its own appends) are read but not decoded.
+func (s *Service) catchUp(ctx context.Context, accountID string, a *events.Account) error {
+	recs, last, err := s.Store.LoadNew(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), a.Read+1, a.Applied)
 	if err != nil {
 		return err
 	}
+	s.read(len(recs))
 	for _, r := range recs {
-		c.a.CatchUp(r)
+		a.CatchUp(r)
 	}
+	a.Read = max(a.Read, last)
 	return nil
 }
 
@@ -134,13 +153,6 @@ func (s *Service) refresh(ctx context.Context, c *cached, accountID string) erro
 // process) before the next step decides.
 func (s *Service) Refreshed(ctx context.Context, accountID string) Decide {
 	return func(a *events.Account) ([]events.Event, error) {
-		recs, err := s.Store.Load(ctx, s.Store.Accounts, events.Filter(events.AggregateAccount, accountID), a.Read+1)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range recs {
-			a.CatchUp(r)
-		}
-		return nil, nil
+		return nil, s.catchUp(ctx, accountID, a)
 	}
 }

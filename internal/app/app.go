@@ -217,7 +217,7 @@ func (m *Main) Open(ctx context.Context) error {
 	if m.RetryDelays == nil {
 		m.RetryDelays = providers.DefaultRetryDelays
 	}
-	m.Accounts = &accounts.Service{Store: m.Store, Now: m.Now, MaxKeys: m.Config.AccountMaxKeys}
+	m.Accounts = &accounts.Service{Store: m.Store, Now: m.Now, MaxKeys: cfg.AccountMaxKeys, SnapshotEvery: cfg.SnapshotEvery, SnapshotInterval: cfg.SnapshotInterval}
 	if err := m.openBYOM(); err != nil {
 		return err
 	}

@@ -1,5 +1,6 @@
 // Package audit replays the ledger from the event streams and checks it: the
-// per-account hash chain, every balance against the read model, and every
+// per-account hash chain, every balance against the read model, every
+// account snapshot against the replay of the events it folds, and every
 // query's charge (its settlement's itemised calls, and the per-call debits
 // of the older layout) against its recorded model calls.
 package audit
@@ -7,6 +8,7 @@ package audit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -26,8 +28,10 @@ type Report struct {
 	Debits       int
 	// Behind counts the accounts whose balances document is behind their
 	// events (checked at its own sequence; see checkReadModel).
-	Behind   int
-	Problems []string
+	Behind int
+	// Snapshots counts the account snapshots checked (checkSnapshot).
+	Snapshots int
+	Problems  []string
 }
 
 // OK reports whether the audit found no difference.
@@ -201,6 +205,9 @@ func Run(ctx context.Context, store *eventstore.Store) (*Report, error) {
 		if err == nil {
 			checkReadModel(rep, a, doc, at)
 		}
+		if err := checkSnapshot(ctx, store, rep, id, byAccount[id]); err != nil {
+			return nil, err
+		}
 	}
 	sort.Strings(qids)
 	for _, req := range qids {
@@ -339,6 +346,43 @@ func checkReadModel(rep *Report, a *events.Account, doc *projections.BalanceDoc,
 	}
 }
 
+// checkSnapshot compares account id's stored snapshot, if it has one, with
+// the replay of the events it folds (events.Account.Covers): a snapshot
+// that says anything else than the replay, or folds events the stream does
+// not hold, is a difference.
+func checkSnapshot(ctx context.Context, store *eventstore.Store, rep *Report, id string, recs []events.Record) error {
+	entry, err := store.Snapshots.Get(ctx, id)
+	if errors.Is(err, eventstore.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the snapshot of %s: %w", id, err)
+	}
+	rep.Snapshots++
+	snap, err := events.DecodeSnapshot(id, entry.Value)
+	if err != nil {
+		rep.problem("account %s: snapshot unreadable: %v", id, err)
+		return nil
+	}
+	replay := &events.Account{}
+	for _, r := range recs {
+		if snap.Covers(r) {
+			replay.Apply(r)
+		}
+	}
+	replay.Read = snap.Read
+	var stored events.AccountSnapshot
+	_ = json.Unmarshal(entry.Value, &stored)
+	want, _ := json.Marshal(events.SnapshotOf(replay))
+	got, _ := json.Marshal(stored)
+	if string(want) != string(got) {
+		rep.problem("account %s: snapshot differs from the replay of the events it folds: snapshot %d events to seq %d, balance %s, reserved %s, chain %s; replay %d events to seq %d, balance %s, reserved %s, chain %s",
+			id, snap.Folded, snap.LastSeq, events.FormatCredits(snap.Ledger.BalanceMicros), events.FormatCredits(snap.Ledger.ReservedMicros), short(snap.Ledger.Head),
+			replay.Folded, replay.LastSeq, events.FormatCredits(replay.Ledger.BalanceMicros), events.FormatCredits(replay.Ledger.ReservedMicros), short(replay.Ledger.Head))
+	}
+	return nil
+}
+
 // checkQuery checks one query's money against its own events.
 func checkQuery(ctx context.Context, store *eventstore.Store, rep *Report, req string, m *queryMoney) {
 	rep.Queries++
@@ -403,12 +447,12 @@ func checkQuery(ctx context.Context, store *eventstore.Store, rep *Report, req s
 
 // Print writes the report.
 func (r *Report) Print(w interface{ Write([]byte) (int, error) }) {
-	fmt.Fprintf(w, "audit: %d accounts, %d ledger events, %d queries, %d debits replayed\n", r.Accounts, r.LedgerEvents, r.Queries, r.Debits)
+	fmt.Fprintf(w, "audit: %d accounts, %d ledger events, %d queries, %d debits replayed; %d account snapshots checked\n", r.Accounts, r.LedgerEvents, r.Queries, r.Debits, r.Snapshots)
 	if r.Behind > 0 {
 		fmt.Fprintf(w, "audit: %d accounts' balances read model is behind their events (the projection had not applied the last ones; start the service and it does): each checked at its own sequence\n", r.Behind)
 	}
 	if r.OK() {
-		fmt.Fprintln(w, "audit: OK — every hash chain is unbroken, every balance matches the read model, every charge matches its debits and calls")
+		fmt.Fprintln(w, "audit: OK — every hash chain is unbroken, every balance matches the read model, every snapshot the replay, every charge matches its debits and calls")
 		return
 	}
 	fmt.Fprintf(w, "audit: %d differences\n", len(r.Problems))

@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,144 @@ func TestOldLayoutReadSideBySide(t *testing.T) {
 	}
 	if rep := f.audit(); !rep.OK() {
 		t.Fatalf("audit of the old layout beside the new:\n%s", f.report(rep))
+	}
+}
+
+// A data dir whose ledger the layout before this one wrote (a subject per
+// event type, a settlement on a subject of its own per query, each append
+// conditional on the last of them all) is read side by side with this
+// layout's one ledger subject: a query it settled and ended; a query it
+// settled with an ending but did not end (its process died between the
+// two), whose settlement a resumed run reads back and whose second
+// settlement changes nothing; a query it reserved and this version settles
+// (and reads back, its reservation in the layout before); a new query. The
+// hash chain runs on across the layouts; balances and the audit agree.
+func TestPerTypeLayoutReadSideBySide(t *testing.T) {
+	f := newFixture(t)
+	acct := accounts.NewAccountID()
+	head := ""
+	var own, ledger uint64
+	// earlier appends an event as the layout before this one did.
+	earlier := func(ev events.Event) {
+		t.Helper()
+		linked, isLedger := events.Linked(ev, head)
+		env, _ := events.Wrap(events.AggregateAccount, acct, linked, time.Now())
+		expect := &eventstore.Expect{Filter: events.OwnFilter(acct), Seq: own}
+		if isLedger {
+			env.Subject = "ev.account." + acct + ".ledger." + ev.EventName()
+			if s, ok := ev.(events.ChargesSettled); ok {
+				env.Subject = events.EarlierSettlementSubject(acct, s.RequestID)
+			}
+			expect = &eventstore.Expect{Filter: events.LedgerFilter(acct), Seq: ledger}
+		}
+		app, err := f.store.Append(f.ctx, env, expect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if isLedger {
+			ledger, head = app.Seq, events.HashStored(app.Data)
+		} else {
+			own = app.Seq
+		}
+	}
+	// settled is the settlement of the recorded calls of q, as the layout
+	// before decided it, on the account as the events so far leave it.
+	settled := func(id string, q *events.Query, ending *events.QueryEnding) events.ChargesSettled {
+		t.Helper()
+		recs, err := f.store.Load(f.ctx, f.store.Accounts, events.Filter(events.AggregateAccount, acct), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &events.Account{}
+		for _, r := range recs {
+			a.Apply(r)
+		}
+		var items []events.SettledCall
+		for _, c := range q.Calls {
+			items = append(items, events.SettledCall{CallID: c.ID, Step: c.Step, Model: c.Model, InputTokens: c.Usage.InputTokens, OutputTokens: c.Usage.OutputTokens,
+				InputPerMillion: 500, OutputPerMillion: 2000, CostMicros: c.CostMicros})
+		}
+		s := a.DecideSettle(id, items, "settled").(events.ChargesSettled)
+		s.Ending = ending
+		return s
+	}
+	submitted := func(id string) events.QuerySubmitted {
+		return events.QuerySubmitted{RequestID: id, AccountID: acct, Mode: "unify", Prompt: "p", Models: []events.ModelRef{model}}
+	}
+	completed := events.EndingOf(events.QueryCompleted{})
+	earlier(events.AccountCreated{AccountID: acct, Name: "per type", Plan: events.PlanFree})
+	earlier(events.CreditsGranted{AmountMicros: 50 * events.MicrosPerCredit, Reason: "plan free: credits granted once at sign-up", Period: "signup"})
+	// Settled and ended in the layout before.
+	ended, between, open := "req_01M80000000000000000000010", "req_01M80000000000000000000011", "req_01M80000000000000000000012"
+	earlier(events.CreditsReserved{RequestID: ended, AmountMicros: events.MicrosPerCredit})
+	q := f.query(ended, submitted(ended), f.answered(40))
+	s := settled(ended, q, completed)
+	earlier(s)
+	f.query(ended, events.WithCharge(events.QueryCompleted{}, s.ChargedMicros))
+	spent := s.ChargedMicros
+	// Settled, not ended.
+	earlier(events.CreditsReserved{RequestID: between, AmountMicros: events.MicrosPerCredit})
+	q = f.query(between, submitted(between), f.answered(50))
+	failed := &events.QueryEnding{Status: events.StatusFailed, Code: "aggregation_failed", Message: "the synthesis failed"}
+	s = settled(between, q, failed)
+	earlier(s)
+	spent += s.ChargedMicros
+	// Reserved, not settled.
+	earlier(events.CreditsReserved{RequestID: open, AmountMicros: events.MicrosPerCredit})
+	qOpen := f.query(open, submitted(open), f.answered(60))
+
+	// This version: the query between its settlement and its end is read
+	// back as settled, and settling it again changes nothing.
+	got, err := f.led.Settlement(f.ctx, acct, between)
+	if err != nil || got == nil || got.Ending == nil || *got.Ending != *failed || got.ChargedMicros != s.ChargedMicros {
+		t.Fatalf("the settlement of the layout before read back: %+v, %v; want its ending and charge %d", got, err, s.ChargedMicros)
+	}
+	again, err := f.led.Settle(f.ctx, acct, between, append(q.Calls, events.Call{ID: "another", Step: "synthesized", Model: model, Usage: events.Usage{OutputTokens: 9}, CostMicros: 9}), completed)
+	if err != nil || again.ChargedMicros != s.ChargedMicros || again.Ending == nil || *again.Ending != *failed {
+		t.Fatalf("settled again: %+v, %v; want the first settlement back", again, err)
+	}
+	f.query(between, events.WithCharge(events.QueryFailed{Code: failed.Code, Message: failed.Message}, again.ChargedMicros))
+	// The reservation of the layout before settled in this one, and read
+	// back from the ledger's one subject.
+	s, err = f.led.Settle(f.ctx, acct, open, qOpen.Calls, completed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent += s.ChargedMicros
+	got, err = f.led.Settlement(f.ctx, acct, open)
+	if err != nil || got == nil || got.ChargedMicros != s.ChargedMicros || got.Ending == nil || *got.Ending != *completed {
+		t.Fatalf("this layout's settlement of the layout before's reservation read back: %+v, %v", got, err)
+	}
+	f.query(open, events.WithCharge(events.QueryCompleted{}, s.ChargedMicros))
+	// A new query.
+	fresh := "req_01M80000000000000000000013"
+	if err := f.led.Reserve(f.ctx, acct, fresh, events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	q = f.query(fresh, submitted(fresh), f.answered(70))
+	f.settle(acct, fresh, q)
+	spent += q.Calls[0].CostMicros
+
+	recs, err := f.store.Load(f.ctx, f.store.Accounts, events.Filter(events.AggregateAccount, acct), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &events.Account{}
+	settlements := 0
+	for _, r := range recs {
+		a.Apply(r)
+		if s, ok := r.Event.(events.ChargesSettled); ok {
+			settlements++
+			if (s.RequestID == open || s.RequestID == fresh) != (r.Envelope.Subject == events.LedgerSubject(acct)) {
+				t.Fatalf("the settlement of %s is on %s", s.RequestID, r.Envelope.Subject)
+			}
+		}
+	}
+	if settlements != 4 || a.Ledger.BalanceMicros != 50*events.MicrosPerCredit-spent || a.Ledger.ReservedMicros != 0 {
+		t.Fatalf("%d settlements, balance %d reserved %d; want 4, %d, 0", settlements, a.Ledger.BalanceMicros, a.Ledger.ReservedMicros, 50*events.MicrosPerCredit-spent)
+	}
+	if rep := f.audit(); !rep.OK() {
+		t.Fatalf("audit of the layout before beside this one:\n%s", f.report(rep))
 	}
 }
 
@@ -399,5 +538,118 @@ func TestAuditRecomputesTheCancellationCharge(t *testing.T) {
 	if len(rep.Problems) != 2 || !strings.Contains(out, overcharged+": cancellation charge of basis 2, minimum 0.2, cost 0.4") ||
 		!strings.Contains(out, unasked+": charged for a cancel that was never requested") || strings.Contains(out, honest) {
 		t.Fatalf("the audit of cancellation charges:\n%s", out)
+	}
+}
+
+// An account's snapshot is checked against the replay of the events it
+// folds: the service's own passes; one that says another balance, or
+// another chain hash, is a difference named with its account.
+func TestAuditChecksTheSnapshots(t *testing.T) {
+	f := newFixture(t)
+	f.led.Accounts.SnapshotEvery = 5
+	view, err := f.led.Accounts.CreateAccount(f.ctx, "snapshotted", events.PlanFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	for i := range 4 {
+		id := fmt.Sprintf("req_01M800000000000000000000S%d", i)
+		if err := f.led.Reserve(f.ctx, acct, id, events.MicrosPerCredit, false); err != nil {
+			t.Fatal(err)
+		}
+		f.settle(acct, id, f.query(id, events.QuerySubmitted{RequestID: id, AccountID: acct, Mode: "unify", Prompt: "p", Models: []events.ModelRef{model}}, f.answered(40)))
+	}
+	var stored []byte
+	storetest.WaitFor(t, 5*time.Second, "a snapshot of the account", func() bool {
+		e, err := f.store.Snapshots.Get(f.ctx, acct)
+		stored = e.Value
+		return err == nil
+	})
+	if rep := f.audit(); !rep.OK() || rep.Snapshots != 1 {
+		t.Fatalf("audit of the service's snapshot (%d checked):\n%s", rep.Snapshots, f.report(rep))
+	}
+	for name, change := range map[string]func(s *events.AccountSnapshot){
+		"balance": func(s *events.AccountSnapshot) { s.Ledger.BalanceMicros += events.MicrosPerCredit },
+		"chain":   func(s *events.AccountSnapshot) { s.Ledger.Head = events.HashStored([]byte("elsewhere")) },
+		"open": func(s *events.AccountSnapshot) {
+			s.Ledger.Open["req_01M8000000000000000000000X"] = &events.OpenQuery{Calls: map[string]bool{}}
+		},
+	} {
+		var s events.AccountSnapshot
+		if err := json.Unmarshal(stored, &s); err != nil {
+			t.Fatal(err)
+		}
+		change(&s)
+		raw, _ := json.Marshal(s)
+		if _, err := f.store.Snapshots.Put(f.ctx, acct, raw); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := audit.Run(f.ctx, f.store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := f.report(rep); rep.OK() || len(rep.Problems) != 1 || !strings.Contains(out, acct+": snapshot differs from the replay") {
+			t.Fatalf("audit of a snapshot with another %s:\n%s", name, out)
+		}
+	}
+}
+
+// A snapshot written after a reversal, a settlement again and a cancelled
+// query's cancellation charge holds what the replay of its events holds:
+// the audit's snapshot check passes.
+func TestSnapshotFoldsReversalsAndCancellationCharges(t *testing.T) {
+	f := newFixture(t)
+	f.led.Accounts.SnapshotEvery = 1
+	f.led.CancelPercent = 10
+	view, err := f.led.Accounts.CreateAccount(f.ctx, "snapshotted", events.PlanPro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	id := "req_01M80000000000000000000R01"
+	if err := f.led.Reserve(f.ctx, acct, id, 2*events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	sub := events.QuerySubmitted{RequestID: id, AccountID: acct, Mode: events.ModeUnify, Prompt: "p", Models: []events.ModelRef{model}, EstimatedMicros: 2 * events.MicrosPerCredit}
+	q := f.query(id, sub, events.QueryStarted{}, f.answered(10))
+	lost := events.Call{ID: "01M8000000000000000000LOST", Step: "model_answered", Model: model, Usage: events.Usage{InputTokens: 16, OutputTokens: 20}, CostMicros: f.answered(20).CostMicros}
+	if _, err := f.led.Settle(f.ctx, acct, id, append(q.Calls, lost), events.EndingOf(events.QueryCompleted{})); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.led.Reverse(f.ctx, acct, id, map[string]bool{q.Calls[0].ID: true}); err != nil || !ok {
+		t.Fatalf("reverse: %v %v", ok, err)
+	}
+	f.settle(acct, id, f.query(id, f.answered(30)))
+
+	cancelled := "req_01M80000000000000000000C01"
+	if err := f.led.Reserve(f.ctx, acct, cancelled, 2*events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	sub.RequestID = cancelled
+	q = f.query(cancelled, sub, events.QueryCancelRequested{KeyFingerprint: "abcdefgh"})
+	s, err := f.led.Settle(f.ctx, acct, cancelled, q.Calls, events.EndingOf(events.Cancelled()))
+	if err != nil || s.Cancellation == nil || s.Cancellation.AmountMicros == 0 {
+		t.Fatalf("cancelled settlement %+v: %v; want a cancellation charge", s, err)
+	}
+	f.query(cancelled, events.WithCharge(events.Cancelled(), s.ChargedMicros))
+
+	last, err := f.store.Last(f.ctx, f.store.Accounts, events.LedgerSubject(acct))
+	if err != nil || last == nil {
+		t.Fatalf("the ledger's last event: %v", err)
+	}
+	// A command after the last settlement brings the snapshot up to it.
+	storetest.WaitFor(t, 10*time.Second, "a snapshot at the ledger's last event", func() bool {
+		if _, err := f.led.Settlement(f.ctx, acct, cancelled); err != nil {
+			t.Fatal(err)
+		}
+		e, err := f.store.Snapshots.Get(f.ctx, acct)
+		if err != nil {
+			return false
+		}
+		var snap events.AccountSnapshot
+		return json.Unmarshal(e.Value, &snap) == nil && snap.LedgerSeq == last.Seq
+	})
+	if rep := f.audit(); !rep.OK() || rep.Snapshots != 1 {
+		t.Fatalf("audit of a snapshot past a reversal and a cancellation charge (%d checked):\n%s", rep.Snapshots, f.report(rep))
 	}
 }

@@ -47,10 +47,16 @@ type benchConfig struct {
 	Inflight int
 	// Publishers is the number of concurrent raw publishers.
 	Publishers int
+	// GrowthSizes are the settled queries of history of the growth phase's
+	// account at each of its steps; none leaves the phase out.
+	GrowthSizes []int
+	// GrowthOnly runs the growth phase alone.
+	GrowthOnly bool
 }
 
 func defaultBenchConfig() benchConfig {
-	return benchConfig{Phase: 8 * time.Second, Clients: 128, Rate: 100, Latency: 5 * time.Millisecond, Inflight: 10000, Publishers: 256}
+	return benchConfig{Phase: 8 * time.Second, Clients: 128, Rate: 100, Latency: 5 * time.Millisecond, Inflight: 10000, Publishers: 256,
+		GrowthSizes: []int{1000, 10000, 100000}}
 }
 
 // policyResults are the figures of one fsync policy.
@@ -84,22 +90,35 @@ type policyResults struct {
 	// is an fsync. StoreWritesByStream splits it by stream.
 	StoreWritesPerQuery float64            `json:"store_writes_per_query"`
 	StoreWritesByStream map[string]float64 `json:"store_writes_per_query_by_stream,omitempty"`
+	// SubmitRetries counts the submissions of the policy's phases retried
+	// after a retriable 5xx, SubmitsGivenUp those given up after the
+	// retries (see benchSubmit); LatencyRefused the latency phase's
+	// submissions refused (429, or given up), which it does not measure.
+	SubmitRetries  int64 `json:"submit_retries"`
+	SubmitsGivenUp int64 `json:"submits_given_up"`
+	LatencyRefused int64 `json:"latency_refused"`
 }
 
 // benchResults is the JSON written to BENCH_OUT: the shipped default policy
-// at the top level, the other nested.
+// at the top level, the other nested, and the growth phase. It is written
+// again as each phase ends, so a run cut short keeps the figures of the
+// phases it finished (Complete false).
 type benchResults struct {
 	policyResults
 	SyncAlways policyResults  `json:"sync_always"`
+	Growth     *growthResults `json:"growth,omitempty"`
 	Machine    map[string]any `json:"machine"`
 	Config     map[string]any `json:"config"`
 	StartedAt  time.Time      `json:"started_at"`
 	Seconds    float64        `json:"seconds"`
+	// Complete says every phase ran.
+	Complete bool `json:"complete"`
 }
 
 // Command runs `crosscheck bench`: phases of $BENCH_PHASE (default 8s),
 // a table on standard output and the JSON to $BENCH_OUT (default
-// bench/results.json).
+// bench/results.json), written as each phase ends. $BENCH_GROWTH=off
+// leaves the growth phase out, $BENCH_GROWTH=only runs it alone.
 func Command() error {
 	out := os.Getenv("BENCH_OUT")
 	if out == "" {
@@ -113,37 +132,68 @@ func Command() error {
 		}
 		cfg.Phase = d
 	}
-	res, err := runBench(context.Background(), cfg, os.Stdout)
-	if err != nil {
-		return err
+	switch os.Getenv("BENCH_GROWTH") {
+	case "off":
+		cfg.GrowthSizes = nil
+	case "only":
+		cfg.GrowthOnly = true
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
-	data, _ := json.MarshalIndent(res, "", "  ")
-	if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
-		return err
+	var saveErr error
+	save := func(res *benchResults) {
+		data, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil && saveErr == nil {
+			saveErr = err
+		}
+	}
+	if _, err := runBench(context.Background(), cfg, os.Stdout, save); err != nil {
+		return fmt.Errorf("%w (the figures of the phases that ended are in %s)", err, out)
+	}
+	if saveErr != nil {
+		return saveErr
 	}
 	fmt.Printf("\nwrote %s\n", out)
 	return nil
 }
 
-// runBench measures both fsync policies and prints a table to w.
-func runBench(ctx context.Context, cfg benchConfig, w io.Writer) (*benchResults, error) {
+// runBench measures both fsync policies and the growth phase, prints a
+// table to w, and calls save (when set) with the results so far as each
+// phase ends.
+func runBench(ctx context.Context, cfg benchConfig, w io.Writer, save func(*benchResults)) (*benchResults, error) {
 	start := time.Now()
 	res := &benchResults{StartedAt: start.UTC(), Machine: machine(), Config: map[string]any{
 		"phase_seconds": cfg.Phase.Seconds(), "clients": cfg.Clients, "rate_per_s": cfg.Rate,
 		"latency_ms": cfg.Latency.Milliseconds(), "inflight": cfg.Inflight, "publishers": cfg.Publishers,
+		"growth_sizes": cfg.GrowthSizes,
 	}}
-	var err error
+	saved := func() {
+		res.Seconds = time.Since(start).Seconds()
+		if save != nil {
+			save(res)
+		}
+	}
 	fmt.Fprintf(w, "crosscheck bench: %d CPUs, %s, phases of %s\n", runtime.NumCPU(), runtime.Version(), cfg.Phase)
-	if res.policyResults, err = benchPolicy(ctx, cfg, false, w); err != nil {
-		return nil, err
+	for _, p := range []struct {
+		always bool
+		r      *policyResults
+	}{{false, &res.policyResults}, {true, &res.SyncAlways}} {
+		if cfg.GrowthOnly {
+			break
+		}
+		if err := benchPolicy(ctx, cfg, p.always, w, p.r, saved); err != nil {
+			return res, err
+		}
 	}
-	if res.SyncAlways, err = benchPolicy(ctx, cfg, true, w); err != nil {
-		return nil, err
+	if len(cfg.GrowthSizes) > 0 {
+		res.Growth = &growthResults{}
+		if err := benchGrowth(ctx, cfg, w, res.Growth, saved); err != nil {
+			return res, fmt.Errorf("growth: %w", err)
+		}
 	}
-	res.Seconds = time.Since(start).Seconds()
+	res.Complete = true
+	saved()
 	printTable(w, res)
 	return res, nil
 }
@@ -166,12 +216,28 @@ func printTable(w io.Writer, r *benchResults) {
 		{"query_appends_per_query", "ev", "", r.QueryAppendsPerQuery, r.SyncAlways.QueryAppendsPerQuery},
 		{"store_writes_per_query", "msg", "", r.StoreWritesPerQuery, r.SyncAlways.StoreWritesPerQuery},
 	}
-	fmt.Fprintf(w, "\n%-26s %14s %14s  %-6s %s\n", "metric", "sync interval", "sync always", "unit", "target (2 cores)")
-	for _, row := range rows {
-		fmt.Fprintf(w, "%-26s %14.1f %14.1f  %-6s %s\n", row.name, row.a, row.b, row.unit, row.target)
+	if r.SyncPolicy != "" {
+		fmt.Fprintf(w, "\n%-26s %14s %14s  %-6s %s\n", "metric", "sync interval", "sync always", "unit", "target (2 cores)")
+		for _, row := range rows {
+			fmt.Fprintf(w, "%-26s %14.1f %14.1f  %-6s %s\n", row.name, row.a, row.b, row.unit, row.target)
+		}
+		fmt.Fprintf(w, "replay_events_per_s is the median of %d rebuilds: %s (interval), %s (always)\n",
+			replayRounds, rounds(r.ReplayRounds), rounds(r.SyncAlways.ReplayRounds))
 	}
-	fmt.Fprintf(w, "replay_events_per_s is the median of %d rebuilds: %s (interval), %s (always)\n",
-		replayRounds, rounds(r.ReplayRounds), rounds(r.SyncAlways.ReplayRounds))
+	if g := r.Growth; g != nil {
+		fmt.Fprintf(w, "\ngrowth (one account, fsync %s):\n%-16s %12s %14s %22s\n", g.SyncPolicy, "settled queries", "unify q/s", "CPU ms/query", "ledger appends' CPU")
+		for _, st := range g.Steps {
+			fmt.Fprintf(w, "%-16d %12.1f %14.2f %21.1f%%\n", st.SettledQueries, st.UnifyQueriesPerS, st.CPUMsPerQuery, 100*st.LedgerAppendShare)
+		}
+		fmt.Fprintln(w, "(ledger appends' CPU: the share of a profile of the load; target ≤ 4 %)")
+		fmt.Fprintf(w, "q/s last ÷ first %.2f (target ≥ 0.9); CPU/query last ÷ first %.2f\n", g.QueriesPerSRatio, g.CPUPerQueryRatio)
+		if g.ColdFirstQueryMs > 0 {
+			fmt.Fprintf(w, "first query of the account after a restart, %d settled: %.1f ms (target ≤ 50), %.1f ms CPU\n", g.ColdHistory, g.ColdFirstQueryMs, g.ColdFirstQueryCPUMs)
+		}
+		if g.Error != "" {
+			fmt.Fprintf(w, "stopped: %s\n", g.Error)
+		}
+	}
 	fmt.Fprintf(w, "(%.0f s in all)\n", r.Seconds)
 }
 
@@ -206,16 +272,20 @@ func policyName(always bool) string {
 	return "interval (server default, 2m)"
 }
 
-func benchPolicy(ctx context.Context, cfg benchConfig, always bool, w io.Writer) (policyResults, error) {
-	r := policyResults{SyncPolicy: policyName(always)}
+func benchPolicy(ctx context.Context, cfg benchConfig, always bool, w io.Writer, r *policyResults, saved func()) error {
+	r.SyncPolicy = policyName(always)
 	fmt.Fprintf(w, "\n== fsync: %s\n", r.SyncPolicy)
+	retries0, gaveUp0 := submitRetries.Load(), submitsGivenUp.Load()
 	var err error
 	step := func(name string, fn func() error) {
 		if err != nil {
 			return
 		}
 		t := time.Now()
-		if err = fn(); err != nil {
+		err = fn()
+		r.SubmitRetries, r.SubmitsGivenUp = submitRetries.Load()-retries0, submitsGivenUp.Load()-gaveUp0
+		saved()
+		if err != nil {
 			err = fmt.Errorf("%s: %w", name, err)
 			return
 		}
@@ -224,17 +294,17 @@ func benchPolicy(ctx context.Context, cfg benchConfig, always bool, w io.Writer)
 	step("raw publish", func() (e error) { r.JetStreamPublishPerS, e = benchRawPublish(ctx, cfg, always); return })
 	var loadDir string
 	step("unify full load + poll", func() (e error) {
-		loadDir, e = benchLoad(ctx, cfg, always, &r)
+		loadDir, e = benchLoad(ctx, cfg, always, r)
 		return
 	})
 	r.LatencyRatePerS = max(1, min(cfg.Rate, int(r.UnifyQueriesPerS/2)))
-	step("latency", func() error { return benchLatency(ctx, cfg, always, &r) })
+	step("latency", func() error { return benchLatency(ctx, cfg, always, r) })
 	step("in-flight memory", func() (e error) { r.InflightBytesPerQuery, e = benchInflight(ctx, cfg, always); return })
 	step("replay", func() (e error) { r.ReplayEventsPerS, r.ReplayRounds, e = benchReplay(ctx, loadDir, always); return })
 	if loadDir != "" {
 		_ = os.RemoveAll(loadDir)
 	}
-	return r, err
+	return err
 }
 
 // benchMain starts a quiet in-process service on a fresh data dir.
@@ -243,6 +313,11 @@ func benchMain(ctx context.Context, always bool, latency time.Duration) (*app.Ma
 	if err != nil {
 		return nil, "", err
 	}
+	return benchMainAt(ctx, dir, always, latency)
+}
+
+// benchMainAt starts a quiet in-process service on the data dir dir.
+func benchMainAt(ctx context.Context, dir string, always bool, latency time.Duration) (*app.Main, string, error) {
 	c := config.Defaults()
 	c.DataDir, c.HTTPAddr, c.AdminAddr, c.AdminToken = dir, "127.0.0.1:0", "127.0.0.1:0", "bench"
 	c.SyncAlways, c.SimLatency, c.ShutdownGrace, c.WorkerMaxJobs = always, latency, time.Second, 20000
@@ -352,10 +427,73 @@ func (c *completions) wait(ctx context.Context, id string) (time.Time, error) {
 
 var errLimited = errors.New("rate limited")
 
-var benchHTTP = &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute}, Timeout: 2 * time.Minute}
+// errGaveUp is a submission refused with a retriable 5xx after the
+// contract's retries (after 1 s, then 5 s): the harness counts it and goes
+// on, as a client would give that one query up.
+var errGaveUp = errors.New("gave up after the retries of a retriable 5xx")
 
-// benchSubmit posts one unify query and returns its request id.
+// submitRetryDelays are the contract's waits before each retry of a
+// submission refused with a retriable 5xx (503 service_restarting
+// included): 1 s, then 5 s, then stop.
+var submitRetryDelays = []time.Duration{time.Second, 5 * time.Second}
+
+// submitRetries and submitsGivenUp count, over the whole run, the
+// submissions retried after a retriable 5xx and those given up; a phase
+// reports their growth.
+var submitRetries, submitsGivenUp atomic.Int64
+
+// submitsLimited counts, over the whole run, the submissions refused with
+// 429 (an API key's or an account's queries in flight at their bound); a
+// phase that must stay within the bounds reports its growth.
+var submitsLimited atomic.Int64
+
+// benchHTTP is the harness's HTTP client. It opens at most
+// benchConnsPerHost connections to the service, below the service's bound
+// per client address (CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR, 256): on a loaded
+// machine, requests that pile up wait for a connection in the client
+// instead of being refused by the server.
+var benchHTTP = &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: benchConnsPerHost, MaxConnsPerHost: benchConnsPerHost, IdleConnTimeout: time.Minute}, Timeout: 2 * time.Minute}
+
+const benchConnsPerHost = 224
+
+// benchSubmit posts one unify query and returns its request id. A 429 is
+// errLimited. A retriable 5xx (a loaded machine's 503 service_restarting)
+// is retried by the contract's rule, after 1 s and then 5 s; after that it
+// is errGaveUp. The harness sends no Idempotency-Key, as its earlier
+// figures were measured without one (a key is one more write per
+// submission): a retried submission that had landed after all runs one
+// query more than the phase counts.
 func benchSubmit(ctx context.Context, base, key, prompt string) (string, error) {
+	for attempt := 0; ; attempt++ {
+		id, err := submitOnce(ctx, base, key, prompt)
+		var retry *retriable
+		if !errors.As(err, &retry) {
+			return id, err
+		}
+		if attempt == len(submitRetryDelays) {
+			submitsGivenUp.Add(1)
+			return "", fmt.Errorf("%w: %w", errGaveUp, err)
+		}
+		submitRetries.Add(1)
+		select {
+		case <-time.After(submitRetryDelays[attempt]):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
+// retriable is a submission's answer with a 5xx status that says it may be
+// retried.
+type retriable struct {
+	status int
+	body   string
+}
+
+func (e *retriable) Error() string { return fmt.Sprintf("submit: %d %s", e.status, e.body) }
+
+// submitOnce posts one unify query.
+func submitOnce(ctx context.Context, base, key, prompt string) (string, error) {
 	body := fmt.Sprintf(`{"mode":"unify","prompt":%q}`, prompt)
 	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/queries", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
@@ -366,17 +504,23 @@ func benchSubmit(ctx context.Context, base, key, prompt string) (string, error) 
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode == http.StatusTooManyRequests {
-		return "", errLimited
-	}
-	if resp.StatusCode != http.StatusAccepted {
-		return "", fmt.Errorf("submit: %d %s", resp.StatusCode, raw)
-	}
 	var v struct {
 		RequestID string `json:"request_id"`
+		Error     *struct {
+			Retriable bool `json:"retriable"`
+		} `json:"error"`
 	}
-	err = json.Unmarshal(raw, &v)
-	return v.RequestID, err
+	_ = json.Unmarshal(raw, &v)
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		submitsLimited.Add(1)
+		return "", errLimited
+	case resp.StatusCode >= 500 && (resp.StatusCode == http.StatusServiceUnavailable || v.Error != nil && v.Error.Retriable):
+		return "", &retriable{resp.StatusCode, string(raw)}
+	case resp.StatusCode != http.StatusAccepted:
+		return "", fmt.Errorf("submit: %d %s", resp.StatusCode, raw)
+	}
+	return v.RequestID, nil
 }
 
 // benchRawPublish measures the raw JetStream limit: synchronous publishes with
@@ -442,41 +586,16 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 		fail  firstError
 	)
 	run := func(d time.Duration, counting bool) {
-		deadline := time.Now().Add(d)
-		var wg sync.WaitGroup
-		for c := range cfg.Clients {
-			wg.Go(func() {
-				key := keys[c/8]
-				for i := 0; time.Now().Before(deadline); i++ {
-					id, err := benchSubmit(ctx, m.URL(), key, fmt.Sprintf("load %d %d", c, i))
-					for errors.Is(err, errLimited) && time.Now().Before(deadline) {
-						// The slot of this client's last query is freed just
-						// after its terminal event: try again at once.
-						runtime.Gosched()
-						id, err = benchSubmit(ctx, m.URL(), key, fmt.Sprintf("load %d %d", c, i))
-					}
-					if errors.Is(err, errLimited) {
-						return
-					}
-					if err != nil {
-						fail.set(err)
-						return
-					}
-					if _, err := done.wait(ctx, id); err != nil {
-						return
-					}
-					if counting {
-						count.Add(1)
-						if i < 4 {
-							mu.Lock()
-							owned = append(owned, ownedQuery{id, key})
-							mu.Unlock()
-						}
-					}
+		drive(ctx, m, done, cfg.Clients, func(c int) string { return keys[c/8] }, "load", time.Now().Add(d), &fail, func(c, i int, q ownedQuery) {
+			if counting {
+				count.Add(1)
+				if i < 4 {
+					mu.Lock()
+					owned = append(owned, q)
+					mu.Unlock()
 				}
-			})
-		}
-		wg.Wait()
+			}
+		})
 	}
 	run(cfg.Phase/5, false)
 	seq0 := lastSeq(ctx, m.Store.Queries)
@@ -545,6 +664,44 @@ func benchLoad(ctx context.Context, cfg benchConfig, always bool, r *policyResul
 	return dir, nil
 }
 
+// drive runs clients concurrent clients until deadline, each submitting a
+// unify query with the key keyOf gives it and waiting for its end before
+// the next; finished is called with each query that ended. A query refused
+// with 429 is submitted again at once (the slot of the client's last query
+// is freed just after its terminal event); one given up after the retries
+// of a retriable 5xx is counted (submitsGivenUp) and the client goes on.
+// Any other failure stops the client and is kept in fail.
+func drive(ctx context.Context, m *app.Main, done *completions, clients int, keyOf func(c int) string, label string, deadline time.Time, fail *firstError, finished func(c, i int, q ownedQuery)) {
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			key := keyOf(c)
+			for i := 0; time.Now().Before(deadline); i++ {
+				prompt := fmt.Sprintf("%s %d %d", label, c, i)
+				id, err := benchSubmit(ctx, m.URL(), key, prompt)
+				for errors.Is(err, errLimited) && time.Now().Before(deadline) {
+					runtime.Gosched()
+					id, err = benchSubmit(ctx, m.URL(), key, prompt)
+				}
+				switch {
+				case errors.Is(err, errLimited):
+					return
+				case errors.Is(err, errGaveUp):
+					continue
+				case err != nil:
+					fail.set(err)
+					return
+				}
+				if _, err := done.wait(ctx, id); err != nil {
+					return
+				}
+				finished(c, i, ownedQuery{id, key})
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // appendsPerQuery counts the appends of finished queries: the events on
 // each query's own stream and the ACCOUNTS events that name it, averaged.
 func appendsPerQuery(ctx context.Context, store *eventstore.Store, finished []ownedQuery) (account, query float64, err error) {
@@ -586,7 +743,9 @@ type ownedQuery struct{ id, key string }
 
 // startProfile writes a CPU profile of one phase of the default policy to
 // $BENCH_CPUPROFILE, when it is set: the phase named by $BENCH_PROFILE_PHASE
-// (load, poll or replay; default load).
+// (load, poll or replay; default load). The growth phase profiles each of
+// its steps itself; with $BENCH_PROFILE_PHASE=growth, each step's profile
+// is written to $BENCH_CPUPROFILE.<settled queries>.
 func startProfile(phase string, always bool) func() {
 	path := os.Getenv("BENCH_CPUPROFILE")
 	want := os.Getenv("BENCH_PROFILE_PHASE")
@@ -644,6 +803,7 @@ func benchLatency(ctx context.Context, cfg benchConfig, always bool, r *policyRe
 		sse      []float64
 		fail     firstError
 		wg       sync.WaitGroup
+		refused  atomic.Int64
 	)
 	n := int(cfg.Phase.Seconds() * float64(r.LatencyRatePerS))
 	tick := time.NewTicker(time.Second / time.Duration(r.LatencyRatePerS))
@@ -655,6 +815,12 @@ func benchLatency(ctx context.Context, cfg benchConfig, always bool, r *policyRe
 		wg.Go(func() {
 			start := time.Now()
 			id, err := benchSubmit(ctx, m.URL(), key, fmt.Sprintf("latency %d", i))
+			if errors.Is(err, errLimited) || errors.Is(err, errGaveUp) {
+				// A query refused on a loaded machine (its key's queries
+				// still in flight) is not measured, and counted.
+				refused.Add(1)
+				return
+			}
 			if err != nil {
 				fail.set(err)
 				return
@@ -680,6 +846,7 @@ func benchLatency(ctx context.Context, cfg benchConfig, always bool, r *policyRe
 		})
 	}
 	wg.Wait()
+	r.LatencyRefused = refused.Load()
 	if e := fail.get(); e != nil {
 		return e
 	}

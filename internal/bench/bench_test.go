@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/crosscheck/crosscheck/internal/app"
+	"github.com/crosscheck/crosscheck/internal/config"
 	"github.com/crosscheck/crosscheck/internal/events"
 )
 
@@ -26,10 +27,38 @@ func TestBenchSmoke(t *testing.T) {
 	// The simulated models take long enough for a stream opened after the
 	// submission to see the later events even on a loaded machine: with no
 	// event after the stream opened there is no SSE figure to measure.
-	cfg := benchConfig{Phase: 300 * time.Millisecond, Clients: 8, Rate: 40, Latency: 150 * time.Millisecond, Inflight: 40, Publishers: 4}
-	res, err := runBench(context.Background(), cfg, io.Discard)
+	cfg := benchConfig{Phase: 300 * time.Millisecond, Clients: 8, Rate: 40, Latency: 150 * time.Millisecond, Inflight: 40, Publishers: 4,
+		GrowthSizes: []int{10, 2500}}
+	var saves []benchResults
+	res, err := runBench(context.Background(), cfg, io.Discard, func(r *benchResults) {
+		raw, _ := json.Marshal(r)
+		var cp benchResults
+		_ = json.Unmarshal(raw, &cp)
+		saves = append(saves, cp)
+	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The results are saved as each phase ends: the first save holds the
+	// raw publish alone, the last every figure.
+	if len(saves) < 12 || saves[0].JetStreamPublishPerS == 0 || saves[0].UnifyQueriesPerS != 0 || saves[0].Complete || !saves[len(saves)-1].Complete {
+		t.Errorf("%d saves, the first with raw publish %v and unify %v; want one per phase, the first of the raw publish alone, the last complete",
+			len(saves), saves[0].JetStreamPublishPerS, saves[0].UnifyQueriesPerS)
+	}
+	g := res.Growth
+	if g == nil {
+		t.Fatal("no growth figures")
+	}
+	if len(g.Steps) != 2 || g.Steps[1].SettledQueries < 2500 || g.QueriesPerSRatio <= 0 || g.ColdFirstQueryMs <= 0 || g.ColdHistory < 2500 {
+		t.Errorf("growth %+v; want two steps measured, the second past 2,500 settled queries, and the cold first query", g)
+	}
+	for _, st := range g.Steps {
+		// A profile of a fraction of a second may hold no sample of the
+		// ledger's appends: the shares are checked to be read, not to be
+		// above zero.
+		if st.UnifyQueriesPerS <= 0 || st.CPUMsPerQuery <= 0 || st.LedgerAppendShare >= 1 || st.LedgerAppendShare != st.LedgerServerShare+st.LedgerClientShare {
+			t.Errorf("growth step %+v; want every figure measured", st)
+		}
 	}
 	raw, _ := json.Marshal(res)
 	var flat map[string]any
@@ -163,4 +192,27 @@ func BenchmarkInflight(b *testing.B) {
 		per += got
 	}
 	b.ReportMetric(per/float64(b.N), "bytes/query")
+}
+
+// The growth phase puts every query on one account: with more clients than
+// the account may have queries in flight (CROSSCHECK_INFLIGHT_PER_ACCOUNT),
+// it runs as many as the bound allows, and none of its submissions is
+// refused (a refused client retries at once, which would measure the
+// refusals instead of the queries).
+func TestGrowthStaysWithinTheAccountsInflightBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the growth phase")
+	}
+	bound := config.Defaults().InflightPerAccount
+	cfg := benchConfig{Phase: 2 * time.Second, Clients: bound + 64, GrowthSizes: []int{10}}
+	var g growthResults
+	if err := benchGrowth(context.Background(), cfg, io.Discard, &g, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Steps) != 1 || g.Steps[0].SettledAfter <= g.Steps[0].SettledQueries {
+		t.Fatalf("growth %+v; want one step that settled queries", g)
+	}
+	if st := g.Steps[0]; st.Refused != 0 {
+		t.Errorf("%d submissions of %d clients on one account refused with 429 (the account's bound is %d)", st.Refused, cfg.Clients, bound)
+	}
 }

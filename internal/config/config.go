@@ -101,6 +101,12 @@ type Config struct {
 	StoreMinFreeMB int
 	// Extract bounds the extraction children of uploads.
 	Extract ExtractLimits
+	// SnapshotEvery and SnapshotInterval are when a process writes the
+	// snapshot of an account it holds: after that many of the account's
+	// events since the last one, or at its first command that long after
+	// the last one.
+	SnapshotEvery    int
+	SnapshotInterval time.Duration
 	// HTTP bounds what one client can hold of the HTTP servers.
 	HTTP HTTPLimits
 	// PrintFirstKey makes the first start of crosscheck serve print the
@@ -231,6 +237,8 @@ func Defaults() Config {
 		CancelChargePercent:   10,
 		StoreMinFreeMB:        512,
 		Extract:               ExtractLimits{ChildMemoryMB: 256, CPUSeconds: 10, AccountCPUSeconds: 300},
+		SnapshotEvery:         250,
+		SnapshotInterval:      time.Minute,
 		HTTP: HTTPLimits{
 			MaxHeaderBytes:    32 << 10,
 			MaxConns:          4096,
@@ -296,6 +304,7 @@ func FromEnv() (Config, error) {
 	dur("CROSSCHECK_HTTP_READ_TIMEOUT", &c.HTTP.ReadTimeout)
 	dur("CROSSCHECK_HTTP_WRITE_TIMEOUT", &c.HTTP.WriteTimeout)
 	dur("CROSSCHECK_HTTP_IDLE_TIMEOUT", &c.HTTP.IdleTimeout)
+	dur("CROSSCHECK_SNAPSHOT_INTERVAL", &c.SnapshotInterval)
 	integer := func(name string, dst *int, lo int) {
 		if v := os.Getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -328,6 +337,7 @@ func FromEnv() (Config, error) {
 	integer("CROSSCHECK_EXTRACT_CHILD_MEMORY_MB", &c.Extract.ChildMemoryMB, 128)
 	integer("CROSSCHECK_EXTRACT_CPU_SECONDS", &c.Extract.CPUSeconds, 1)
 	integer("CROSSCHECK_EXTRACT_ACCOUNT_CPU_SECONDS", &c.Extract.AccountCPUSeconds, 0)
+	integer("CROSSCHECK_SNAPSHOT_EVERY", &c.SnapshotEvery, 1)
 	integer("CROSSCHECK_HTTP_MAX_CONNS", &c.HTTP.MaxConns, 0)
 	integer("CROSSCHECK_HTTP_MAX_CONNS_PER_ADDR", &c.HTTP.MaxConnsPerAddr, 0)
 	if v := os.Getenv("CROSSCHECK_TRUST_TRACEPARENT"); v != "" {
@@ -388,6 +398,9 @@ func FromEnv() (Config, error) {
 	}
 	if c.Extract.MemoryMB != 0 && c.Extract.MemoryMB < c.Extract.ChildMemoryMB {
 		errs = append(errs, fmt.Sprintf("CROSSCHECK_EXTRACT_MEMORY_MB=%d must be 0 (a quarter of the process's memory) or at least CROSSCHECK_EXTRACT_CHILD_MEMORY_MB (%d): room for one extraction", c.Extract.MemoryMB, c.Extract.ChildMemoryMB))
+	}
+	if c.SnapshotInterval < time.Second {
+		errs = append(errs, "CROSSCHECK_SNAPSHOT_INTERVAL must be at least 1s")
 	}
 	if c.WorkerAckWait < time.Second {
 		errs = append(errs, "CROSSCHECK_WORKER_ACK_WAIT must be at least 1s")

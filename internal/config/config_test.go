@@ -226,3 +226,25 @@ func TestExtractLimitsFromEnv(t *testing.T) {
 		})
 	}
 }
+
+// The account snapshots' settings: read, defaulted, and refused when they
+// would write a snapshot never or at every event's whim.
+func TestSnapshotSettings(t *testing.T) {
+	c, err := FromEnv()
+	if err != nil || c.SnapshotEvery != 250 || c.SnapshotInterval != time.Minute {
+		t.Fatalf("defaults: every %d, interval %s, %v", c.SnapshotEvery, c.SnapshotInterval, err)
+	}
+	t.Setenv("CROSSCHECK_SNAPSHOT_EVERY", "1000")
+	t.Setenv("CROSSCHECK_SNAPSHOT_INTERVAL", "30s")
+	if c, err = FromEnv(); err != nil || c.SnapshotEvery != 1000 || c.SnapshotInterval != 30*time.Second {
+		t.Fatalf("set: every %d, interval %s, %v", c.SnapshotEvery, c.SnapshotInterval, err)
+	}
+	for name, v := range map[string]string{"CROSSCHECK_SNAPSHOT_EVERY": "0", "CROSSCHECK_SNAPSHOT_INTERVAL": "10ms"} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, v)
+			if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s=%s: %v, want a refusal naming it", name, v, err)
+			}
+		})
+	}
+}

@@ -8,7 +8,7 @@ import (
 
 // AggregateAccount is the aggregate name of account events:
 // ev.account.<account_id>.<event>. Keys and plans live here; the ledger
-// has subjects of its own under it (LedgerSubject).
+// has a subject of its own under it (LedgerSubject).
 const AggregateAccount = "account"
 
 // Plans of spec section 1.7.
@@ -113,17 +113,24 @@ type Account struct {
 	KeyOrder  []string
 	// LastSeq is the sequence of the last event applied, OwnSeq that of the
 	// last on the account's own subjects (OwnFilter), LedgerSeq that of the
-	// last on the ledger's subjects (LedgerFilter): the expected sequences
-	// of the two aggregates' appends.
+	// last on the ledger's subjects in any layout (LedgerFilter), ChainSeq
+	// that of the last on LedgerSubject. OwnSeq and ChainSeq are the
+	// expected sequences of the two aggregates' appends.
 	LastSeq   uint64
 	OwnSeq    uint64
 	LedgerSeq uint64
+	ChainSeq  uint64
 	// Read is the sequence up to which every event of the account has been
 	// applied: a command's own append of one aggregate can land after an
 	// event of the other that this copy has not read yet, so LastSeq is no
 	// place to read on from.
-	Read   uint64
-	Ledger Ledger
+	Read uint64
+	// Folded is how many events were applied; OwnHash is the hash of the
+	// stored bytes of the last of the account's own events (HashStored),
+	// as Ledger.Head is that of the last ledger event.
+	Folded  uint64
+	OwnHash string
+	Ledger  Ledger
 	// BYOMs are the customer-owned models by model id, BYOMOrder their ids
 	// in the order they were connected.
 	BYOMs     map[string]*BYOM
@@ -136,10 +143,14 @@ func (a *Account) Exists() bool { return a.ID != "" }
 // Apply folds one stored event into the account.
 func (a *Account) Apply(r Record) {
 	a.LastSeq = r.Seq
+	a.Folded++
 	if OnLedger(r.Envelope.Subject) {
 		a.LedgerSeq = r.Seq
+		if OnChain(r.Envelope.Subject) {
+			a.ChainSeq = r.Seq
+		}
 	} else {
-		a.OwnSeq = r.Seq
+		a.OwnSeq, a.OwnHash = r.Seq, HashStored(r.Raw)
 	}
 	switch e := r.Event.(type) {
 	case AccountCreated:
@@ -171,16 +182,22 @@ func (a *Account) Apply(r Record) {
 // of either aggregate: each aggregate's events up to its own sequence have
 // all been applied, since each append expects that sequence.
 func (a *Account) CatchUp(r Record) {
-	applied := r.Seq <= a.OwnSeq
-	if OnLedger(r.Envelope.Subject) {
-		applied = r.Seq <= a.LedgerSeq
-	}
-	if !applied {
+	if !a.Applied(r.Seq, r.Envelope.Subject) {
 		last := max(a.LastSeq, r.Seq)
 		a.Apply(r)
 		a.LastSeq = last
 	}
 	a.Read = max(a.Read, r.Seq)
+}
+
+// Applied reports whether the account's event at seq, stored on subject,
+// is applied already: an event of either aggregate up to that aggregate's
+// last sequence (see CatchUp).
+func (a *Account) Applied(seq uint64, subject string) bool {
+	if OnLedger(subject) {
+		return seq <= a.LedgerSeq
+	}
+	return seq <= a.OwnSeq
 }
 
 // StateChange returns the key transition an event carries, if it is one.

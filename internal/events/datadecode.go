@@ -8,12 +8,14 @@ import (
 )
 
 // decodeData decodes the data of an event of type typ. The query events,
-// which make most of a store, are read by hand, without reflection; data in
-// a form the hand-written reader does not take (a key it does not know or
-// knows twice, another spelling of a key, a null but as a field's value, a
-// number that is not a plain integer, a string with a surrogate escape, a
-// control character or bytes that are not valid UTF-8, anything that is not
-// JSON) and every other event type are decoded by encoding/json. Both give
+// which make most of a store, and the ledger's events of every query (a
+// reservation, a settlement, and a reversal of it) are read by hand,
+// without reflection; data in a form the hand-written reader does not take
+// (a key it does not know or knows twice, another spelling of a key, a null
+// but as a field's value, a number that is not a plain integer, a string
+// with a surrogate escape, a control character or bytes that are not valid
+// UTF-8, anything that is not JSON) and every other event type are decoded
+// by encoding/json. Both give
 // the same event and error for the same bytes. A field added to an event
 // type and not to its reader here is therefore never lost: its key sends the
 // data to encoding/json.
@@ -46,6 +48,12 @@ var dataDecoders = map[string]func(*dataReader) Event{
 	"query.attempt_failed":  func(r *dataReader) Event { return r.attemptFailed() },
 	"query.completed":       func(r *dataReader) Event { return r.queryCompleted() },
 	"query.failed":          func(r *dataReader) Event { return r.queryFailed() },
+	// The ledger's two events of every query: the balances projection and
+	// a process catching up with an account read one of each per query;
+	// and the reversal of a settlement, read with them.
+	"account.credits_reserved": func(r *dataReader) Event { return r.creditsReserved() },
+	"account.charges_settled":  func(r *dataReader) Event { return r.chargesSettled() },
+	"account.charges_reversed": func(r *dataReader) Event { return r.chargesReversed() },
 }
 
 // dataReader reads the strict subset of JSON described at decodeData. Once
@@ -671,5 +679,137 @@ var queryCompletedKeys = []string{"charged_micros"}
 
 func (r *dataReader) queryCompleted() (e QueryCompleted) {
 	r.fields(queryCompletedKeys, func(int) { e.ChargedMicros = r.int64Ptr() })
+	return e
+}
+
+var creditsReservedKeys = []string{"request_id", "amount_micros", "prev_hash"}
+
+func (r *dataReader) creditsReserved() (e CreditsReserved) {
+	r.fields(creditsReservedKeys, func(k int) {
+		switch k {
+		case 0:
+			e.RequestID = r.str()
+		case 1:
+			e.AmountMicros = r.int64()
+		case 2:
+			e.PrevHash = r.str()
+		}
+	})
+	return e
+}
+
+var settledCallKeys = []string{"call_id", "step", "model", "input_tokens", "output_tokens", "input_per_million", "output_per_million", "cost_micros", "amount_micros", "written_off_micros"}
+
+func (r *dataReader) settledCall() (c SettledCall) {
+	r.fields(settledCallKeys, func(k int) {
+		switch k {
+		case 0:
+			c.CallID = r.str()
+		case 1:
+			c.Step = r.str()
+		case 2:
+			c.Model = r.modelRef()
+		case 3:
+			c.InputTokens = r.int()
+		case 4:
+			c.OutputTokens = r.int()
+		case 5:
+			c.InputPerMillion = r.int64()
+		case 6:
+			c.OutputPerMillion = r.int64()
+		case 7:
+			c.CostMicros = r.int64()
+		case 8:
+			c.AmountMicros = r.int64()
+		case 9:
+			c.WrittenOffMicros = r.int64()
+		}
+	})
+	return c
+}
+
+var queryEndingKeys = []string{"status", "code", "message"}
+
+func (r *dataReader) queryEnding() *QueryEnding {
+	e := &QueryEnding{}
+	r.fields(queryEndingKeys, func(k int) {
+		switch k {
+		case 0:
+			e.Status = r.str()
+		case 1:
+			e.Code = r.str()
+		case 2:
+			e.Message = r.str()
+		}
+	})
+	return e
+}
+
+var cancellationKeys = []string{"percent", "basis_micros", "minimum_micros", "cost_micros", "amount_micros", "written_off_micros"}
+
+func (r *dataReader) cancellation() *CancellationCharge {
+	c := &CancellationCharge{}
+	r.fields(cancellationKeys, func(k int) {
+		switch k {
+		case 0:
+			c.Percent = r.int()
+		case 1:
+			c.BasisMicros = r.int64()
+		case 2:
+			c.MinimumMicros = r.int64()
+		case 3:
+			c.CostMicros = r.int64()
+		case 4:
+			c.AmountMicros = r.int64()
+		case 5:
+			c.WrittenOffMicros = r.int64()
+		}
+	})
+	return c
+}
+
+var chargesSettledKeys = []string{"request_id", "calls", "charged_micros", "released_micros", "reason", "ending", "cancellation", "prev_hash"}
+
+func (r *dataReader) chargesSettled() (e ChargesSettled) {
+	r.fields(chargesSettledKeys, func(k int) {
+		switch k {
+		case 0:
+			e.RequestID = r.str()
+		case 1:
+			e.Calls = array(r, r.settledCall)
+		case 2:
+			e.ChargedMicros = r.int64()
+		case 3:
+			e.ReleasedMicros = r.int64()
+		case 4:
+			e.Reason = r.str()
+		case 5:
+			e.Ending = r.queryEnding()
+		case 6:
+			e.Cancellation = r.cancellation()
+		case 7:
+			e.PrevHash = r.str()
+		}
+	})
+	return e
+}
+
+var chargesReversedKeys = []string{"request_id", "calls", "refunded_micros", "reason", "prev_hash"}
+
+func (r *dataReader) chargesReversed() (e ChargesReversed) {
+	r.fields(chargesReversedKeys, func(k int) {
+		switch k {
+		case 0:
+			e.RequestID = r.str()
+		case 1:
+			e.Calls = r.strings()
+		case 2:
+			e.RefundedMicros = r.int64()
+		case 3:
+			e.Reason = r.str()
+		case 4:
+			e.PrevHash = r.str()
+		}
+	})
 	return e
 }

@@ -37,6 +37,18 @@ func dataSamples() []Event {
 		WithCharge(QueryCompleted{}, 1_234_567),
 		WithCharge(QueryCompleted{}, 0),
 		WithCharge(QueryFailed{Code: "cancelled", Message: "stopped"}, 42),
+		CreditsReserved{RequestID: "req_1", AmountMicros: 1208750, LedgerLink: LedgerLink{PrevHash: "65b29917c1b5"}},
+		ChargesSettled{RequestID: "req_1", Calls: []SettledCall{
+			{CallID: "01M7Z925HBRKA1WVJHGF23GR62", Step: "model_answered", Model: m, InputTokens: 16, OutputTokens: 52, InputPerMillion: 500, OutputPerMillion: 2000, CostMicros: 112000, AmountMicros: 100000, WrittenOffMicros: 12000},
+			{CallID: "c2", Step: "synthesized", Model: ModelRef{Provider: "provider_b", ModelID: "b"}},
+		}, ChargedMicros: 855500, ReleasedMicros: 353250, Reason: "settled", Ending: &QueryEnding{Status: "failed", Code: "aggregation_failed", Message: "the synthesis failed: \"x\" ✓"}, LedgerLink: LedgerLink{PrevHash: "ab"}},
+		ChargesSettled{RequestID: "req_2", Calls: []SettledCall{}, Reason: "settled", Ending: &QueryEnding{Status: "completed"}},
+		ChargesSettled{RequestID: "req_3", Calls: []SettledCall{{CallID: "c3", Step: "model_answered", Model: m, CostMicros: 5, AmountMicros: 5}}, ChargedMicros: 120005, ReleasedMicros: 1080000,
+			Reason: "cancelled", Ending: &QueryEnding{Status: "failed", Code: "cancelled", Message: CancelledMessage},
+			Cancellation: &CancellationCharge{Percent: 10, BasisMicros: 1200050, MinimumMicros: 120005, CostMicros: 120000, AmountMicros: 119000, WrittenOffMicros: 1000}, LedgerLink: LedgerLink{PrevHash: "cd"}},
+		ChargesSettled{RequestID: "req_4", Calls: []SettledCall{}, Reason: "cancelled", Cancellation: &CancellationCharge{}},
+		ChargesReversed{RequestID: "req_1", Calls: []string{"01M7Z925HBRKA1WVJHGF23GR62", "c2"}, RefundedMicros: 855500, Reason: "the query's events no longer record 1 of the 2 calls its settlement charged", LedgerLink: LedgerLink{PrevHash: "ef"}},
+		ChargesReversed{RequestID: "req_2", Calls: []string{}},
 	}
 	types := Types()
 	slices.Sort(types)
@@ -81,9 +93,17 @@ func agree(t *testing.T, typ string, data []byte) bool {
 }
 
 // Every event type's data is decoded as encoding/json decodes it, and the
-// data of every event with a hand-written reader (the query's own events),
+// data of every event with a hand-written reader (the query's own events,
+// the ledger's events of a query),
 // as json.Marshal writes it, is read by hand, escapes included.
 func TestDecodeDataMatchesEncodingJSON(t *testing.T) {
+	// The ledger's events of a query: its reservation, its settlement, and
+	// the reversal of a settlement.
+	for _, typ := range []string{"account.credits_reserved", "account.charges_settled", "account.charges_reversed"} {
+		if dataDecoders[typ] == nil {
+			t.Errorf("%s has no hand-written reader", typ)
+		}
+	}
 	for _, ev := range dataSamples() {
 		typ := typeOf(t, ev)
 		data, err := json.Marshal(ev)
@@ -142,6 +162,20 @@ func TestDecodeDataLeavesOtherFormsToEncodingJSON(t *testing.T) {
 		{"query.submitted", `{"models":[{"simulated":tru}]}`},
 		{"query.submitted", `{"models":[{"simulated":true},]}`},
 		{"query.submitted", `{"models":[]}`},
+		{"account.charges_settled", `{"calls":null,"ending":null}`},
+		{"account.charges_settled", `{"ending":{}}`},
+		{"account.charges_settled", `{"calls":[{"model":{"provider":"a"},"cost_micros":1000000000000000000}]}`},
+		{"account.charges_settled", `{"calls":[{"call_id":"a","call_id":"b"}]}`},
+		{"account.charges_settled", `{"calls":[{"Call_ID":"a"}]}`},
+		{"account.credits_reserved", `{"amount_micros":-5,"prev_hash":""}`},
+		{"account.charges_settled", `{"cancellation":null}`},
+		{"account.charges_settled", `{"cancellation":{"percent":10,"percent":20}}`},
+		{"account.charges_settled", `{"cancellation":{"percent":1.5}}`},
+		{"account.charges_settled", `{"cancellation":{"basis_micros":"1"}}`},
+		{"account.charges_reversed", `{"calls":null}`},
+		{"account.charges_reversed", `{"calls":["a",1]}`},
+		{"account.charges_reversed", `{"refunded_micros":-1,"reason":"\u00e9"}`},
+		{"account.charges_reversed", `{"request_id":"a","Request_ID":"b"}`},
 	} {
 		_ = agree(t, c.typ, []byte(c.data))
 		got, gotErr := decodeData(c.typ, []byte(c.data), registry[c.typ])
@@ -175,6 +209,36 @@ func FuzzDecodeData(f *testing.F) {
 		if _, err := decodeData(typ, data, registry[typ]); err != nil {
 			if json.Unmarshal(data, registry[typ]()) == nil {
 				t.Fatalf("%s %s: refused, encoding/json takes it: %v", typ, data, err)
+			}
+		}
+	})
+}
+
+// BenchmarkDecodeSettlement decodes the data of a settlement of five
+// calls: by hand, and through encoding/json.
+func BenchmarkDecodeSettlement(b *testing.B) {
+	var calls []SettledCall
+	for i := range 5 {
+		calls = append(calls, SettledCall{CallID: NewID(), Step: "model_answered", Model: ModelRef{Provider: "provider_a", ModelID: "sim-alpha-standard", Simulated: true},
+			InputTokens: 16 + i, OutputTokens: 52, InputPerMillion: 500, OutputPerMillion: 2000, CostMicros: 112000, AmountMicros: 112000})
+	}
+	data, _ := json.Marshal(ChargesSettled{RequestID: "req_01M7Z925H53KKRXE54AMR666N7", Calls: calls, ChargedMicros: 560000, ReleasedMicros: 640000,
+		Reason: "settled", Ending: &QueryEnding{Status: "completed"}, LedgerLink: LedgerLink{PrevHash: "65b29917c1b5da3b7ec044875e1265427f503fabbcc29b8b4bc781c023d49a12"}})
+	const typ = "account.charges_settled"
+	b.Run("by-hand", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeData(typ, data, registry[typ]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			ev := registry[typ]()
+			if err := json.Unmarshal(data, ev); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,6 +52,48 @@ type Record struct {
 	// Replayed is set by a consumer for an event it may have applied
 	// before (one stored before the consumer started).
 	Replayed bool
+}
+
+// Encode returns the envelope as stored, the bytes json.Marshal gives for
+// an envelope whose Data is compact JSON, as Wrap makes it: Data is written
+// as it is (json.Marshal would compact it again, and refuse what is not
+// JSON). The rest is written without reflection when none of its strings
+// needs an escape (the service's ids, types and subjects never do),
+// through json.Marshal otherwise.
+func (e Envelope) Encode() ([]byte, error) {
+	if !plain(e.ID) || !plain(e.Type) || !plain(e.Source) || !plain(e.Subject) || len(e.Data) == 0 {
+		return json.Marshal(e)
+	}
+	b := make([]byte, 0, len(e.Data)+len(e.ID)+len(e.Type)+len(e.Source)+len(e.Subject)+120)
+	b = append(b, `{"id":"`...)
+	b = append(b, e.ID...)
+	b = append(b, `","type":"`...)
+	b = append(b, e.Type...)
+	b = append(b, `","source":"`...)
+	b = append(b, e.Source...)
+	b = append(b, `","subject":"`...)
+	b = append(b, e.Subject...)
+	b = append(b, `","time":`...)
+	var err error
+	if b, err = e.Time.AppendText(append(b, '"')); err != nil {
+		return json.Marshal(e) // a year outside what RFC 3339 writes: json.Marshal says so
+	}
+	b = append(b, `","schema":`...)
+	b = strconv.AppendInt(b, int64(e.Schema), 10)
+	b = append(b, `,"data":`...)
+	b = append(b, e.Data...)
+	return append(b, '}'), nil
+}
+
+// plain reports whether json.Marshal writes s between quotes as it is:
+// printable ASCII other than ", \ and the HTML characters it escapes.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // Subject returns the subject of an event of aggregate with id: ev.<aggregate>.<id>.<name>.

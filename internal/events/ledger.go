@@ -276,31 +276,37 @@ func PrevHashOf(ev Event) (string, bool) {
 }
 
 // The money events of an account are an aggregate of their own, the
-// account's ledger, on subjects of their own in the ACCOUNTS stream:
-// ev.account.<account_id>.ledger.<event>, and a query's settlement on
-// ev.account.<account_id>.ledger.charges_settled.<request_id>. A ledger append
-// is conditional on the last event of LedgerFilter, an append of the
-// account's other events (keys) on the last of OwnFilter, so the two never
-// contend. Ledger events written before this layout sit on the account's own
-// subjects (ev.account.<account_id>.<event>) and are folded alike.
-const ledgerToken = "ledger"
+// account's ledger, on one subject of its own in the ACCOUNTS stream:
+// ev.account.<account_id>.ledger.chain (LedgerSubject), every event of the
+// hash chain in its order. A ledger append is conditional on the last event
+// of that one subject, an append of the account's other events (keys) on
+// the last of OwnFilter, so the two never contend, and the server's check
+// of a ledger append looks up one subject however many queries the account
+// settled.
+//
+// Two earlier layouts are read alike: ledger events on the account's own
+// subjects (ev.account.<account_id>.<event>), and ledger events on a subject
+// per event type (ev.account.<account_id>.ledger.<event>), a settlement on
+// one per query (ev.account.<account_id>.ledger.charges_settled.<request_id>,
+// EarlierSettlementSubject).
+const (
+	ledgerToken = "ledger"
+	chainToken  = "chain"
+)
 
-// LedgerSubject is the subject of a ledger event of an account.
-func LedgerSubject(accountID string, ev Event) string {
-	subj := "ev." + AggregateAccount + "." + accountID + "." + ledgerToken + "." + ev.EventName()
-	if s, ok := ev.(ChargesSettled); ok {
-		subj += "." + s.RequestID
-	}
-	return subj
+// LedgerSubject is the subject of every ledger event of an account.
+func LedgerSubject(accountID string) string {
+	return "ev." + AggregateAccount + "." + accountID + "." + ledgerToken + "." + chainToken
 }
 
-// SettlementSubject is the subject of the settlement of query requestID.
-func SettlementSubject(accountID, requestID string) string {
-	return LedgerSubject(accountID, ChargesSettled{RequestID: requestID})
+// EarlierSettlementSubject is where the layout before LedgerSubject put the
+// settlement of query requestID.
+func EarlierSettlementSubject(accountID, requestID string) string {
+	return "ev." + AggregateAccount + "." + accountID + "." + ledgerToken + "." + ChargesSettled{}.EventName() + "." + requestID
 }
 
-// LedgerFilter matches every ledger event of an account written in the
-// ledger's own layout.
+// LedgerFilter matches every ledger event of an account written on a
+// ledger subject, in this layout or the one before it.
 func LedgerFilter(accountID string) string {
 	return "ev." + AggregateAccount + "." + accountID + "." + ledgerToken + ".>"
 }
@@ -311,18 +317,25 @@ func OwnFilter(accountID string) string {
 	return "ev." + AggregateAccount + "." + accountID + ".*"
 }
 
-// OnLedger reports whether subject is one of the ledger's own subjects.
+// OnLedger reports whether subject is one of the ledger's subjects, in this
+// layout or the one before it.
 func OnLedger(subject string) bool {
 	// ev.account.<id>.ledger.<event>[.<request_id>]
 	parts := strings.SplitN(subject, ".", 5)
 	return len(parts) == 5 && parts[3] == ledgerToken
 }
 
+// OnChain reports whether subject is an account's LedgerSubject.
+func OnChain(subject string) bool {
+	parts := strings.SplitN(subject, ".", 6)
+	return len(parts) == 5 && parts[3] == ledgerToken && parts[4] == chainToken
+}
+
 // WrapLedger puts a ledger event of an account into a new envelope on the
 // ledger's subject; its type is account.<event>, as in every layout.
 func WrapLedger(accountID string, ev Event, now time.Time) (Envelope, error) {
 	env, err := Wrap(AggregateAccount, accountID, ev, now)
-	env.Subject = LedgerSubject(accountID, ev)
+	env.Subject = LedgerSubject(accountID)
 	return env, err
 }
 

@@ -490,11 +490,11 @@ func subjectPattern(typ string) string {
 	agg, name, _ := strings.Cut(typ, ".")
 	switch {
 	case typ == "account.charges_settled":
-		return `^ev\.account\.[^.*>]+\.ledger\.charges_settled\.req_[0-9A-HJKMNP-TV-Z]{26}$`
+		return `^ev\.account\.[^.*>]+\.ledger\.(chain|charges_settled\.req_[0-9A-HJKMNP-TV-Z]{26})$`
 	case typ == "account.charges_reversed":
-		return `^ev\.account\.[^.*>]+\.ledger\.charges_reversed$`
+		return `^ev\.account\.[^.*>]+\.ledger\.(chain|charges_reversed)$`
 	case agg == events.AggregateAccount && (strings.HasPrefix(name, "credits_") || name == "monthly_cap_set"):
-		return `^ev\.account\.[^.*>]+\.(ledger\.)?` + name + `$`
+		return `^ev\.account\.[^.*>]+\.(ledger\.chain|(ledger\.)?` + name + `)$`
 	}
 	return `^ev\.` + agg + `\.[^.*>]+\.` + name + `$`
 }

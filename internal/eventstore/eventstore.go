@@ -43,6 +43,7 @@ const (
 	BucketInflight    = "inflight"
 	BucketProjections = "projections"
 	BucketLeases      = "leases"
+	BucketSnapshots   = "account_snapshots"
 )
 
 // LeaseTTL is how long an entry of the leases bucket lives after its last
@@ -108,6 +109,10 @@ type Store struct {
 	Projections *Bucket
 	// Leases holds which process runs each projection.
 	Leases *Bucket
+	// Snapshots holds the latest snapshot of each account aggregate
+	// (events.AccountSnapshot) by account id: where a process starts an
+	// account it has not in memory, never trusted over the stream.
+	Snapshots *Bucket
 
 	replicas int
 }
@@ -192,6 +197,7 @@ func Open(ctx context.Context, nc *nats.Conn, replicas int) (*Store, error) {
 		{&s.Inflight, jetstream.KeyValueConfig{Bucket: BucketInflight, Description: "In-flight query slots by account id, every API key of the account in one set"}},
 		{&s.Projections, jetstream.KeyValueConfig{Bucket: BucketProjections, Description: "The last event each projection applied, by projection name"}},
 		{&s.Leases, jetstream.KeyValueConfig{Bucket: BucketLeases, Description: "The process that runs each projection, by projection name", TTL: LeaseTTL}},
+		{&s.Snapshots, jetstream.KeyValueConfig{Bucket: BucketSnapshots, Description: "The latest snapshot of each account aggregate by account id, verified against ACCOUNTS before use"}},
 	}
 	// Each stream and bucket is independent of the others: their creations
 	// (and their groups' leader elections) overlap.
@@ -275,22 +281,18 @@ type Appended struct {
 // take the event wraps ErrUnavailable. The trace context of ctx, if any,
 // goes with the event in the message's headers (traceparent).
 func (s *Store) Append(ctx context.Context, env events.Envelope, expect *Expect) (_ Appended, err error) {
-	data, err := json.Marshal(env)
+	data, err := env.Encode()
 	if err != nil {
 		return Appended{}, err
 	}
 	defer func(start time.Time) { observeAppend(env.Subject, start, err) }(time.Now())
 	msg := &nats.Msg{Subject: env.Subject, Data: data, Header: nats.Header{}}
 	injectTrace(ctx, msg.Header)
-	opts := []jetstream.PublishOpt{jetstream.WithMsgID(env.ID)}
-	if expect != nil {
-		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(expect.Seq, expect.Filter))
-	}
-	ack, err := s.js.PublishMsg(ctx, msg, opts...)
+	seq, dup, err := s.publish(ctx, msg, env.ID, expect)
 	if err != nil {
 		return Appended{}, classify("append "+env.Type, err)
 	}
-	return Appended{Seq: ack.Sequence, Duplicate: ack.Duplicate, Data: data}, nil
+	return Appended{Seq: seq, Duplicate: dup, Data: data}, nil
 }
 
 // AppendRaw publishes data, already encoded, on subject with the event id
@@ -302,6 +304,44 @@ func (s *Store) AppendRaw(ctx context.Context, subject string, data []byte, id s
 		return 0, classify("append "+subject, err)
 	}
 	return ack.Sequence, nil
+}
+
+// RawEvent is an event already encoded, for AppendAll: its subject, its
+// event id and its stored bytes.
+type RawEvent struct {
+	Subject, ID string
+	Data        []byte
+}
+
+// AppendAll publishes evs unconditionally, in order, with asynchronous
+// publishes, and waits for every acknowledgement: for loading events in
+// bulk (a benchmark's history), not for commands. It returns the stream
+// sequence of each, or the first failure.
+func (s *Store) AppendAll(ctx context.Context, evs []RawEvent) ([]uint64, error) {
+	futures := make([]jetstream.PubAckFuture, 0, len(evs))
+	for _, ev := range evs {
+		msg := &nats.Msg{Subject: ev.Subject, Data: ev.Data, Header: nats.Header{}}
+		f, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(ev.ID))
+		if err != nil {
+			return nil, classify("append "+ev.Subject, err)
+		}
+		futures = append(futures, f)
+	}
+	seqs := make([]uint64, len(futures))
+	var first error
+	for i, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			seqs[i] = ack.Sequence
+		case err := <-f.Err():
+			if first == nil {
+				first = classify("append "+f.Msg().Subject, err)
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return seqs, first
 }
 
 // Stored reports which of subjects have at least one event in stream, with
@@ -384,6 +424,36 @@ func (s *Store) Load(ctx context.Context, stream *Stream, filter string, from ui
 
 // loadDirect is Load with direct gets only.
 func (s *Store) loadDirect(ctx context.Context, stream *Stream, filter string, from uint64) ([]events.Record, error) {
+	return s.loadRange(ctx, stream, filter, from, 0)
+}
+
+// LoadNew is Load for a reader that has some of the events already: it
+// neither decodes nor returns those for which known (by their sequence
+// and subject) says so, and returns beside the others the sequence of the
+// last event it read, of either kind (0: none).
+func (s *Store) LoadNew(ctx context.Context, stream *Stream, filter string, from uint64, known func(seq uint64, subject string) bool) ([]events.Record, uint64, error) {
+	var last uint64
+	out, err := s.readRange(ctx, stream, filter, from, 0, func(seq uint64, subject string) bool {
+		last = seq
+		return known(seq, subject)
+	})
+	if err == nil && last == 0 && stream.replicated() {
+		out, err = s.loadFromLeader(ctx, stream, filter, from)
+		if len(out) > 0 {
+			last = out[len(out)-1].Seq
+		}
+	}
+	return out, last, err
+}
+
+// loadRange is loadDirect up to sequence to (0: to the end).
+func (s *Store) loadRange(ctx context.Context, stream *Stream, filter string, from, to uint64) ([]events.Record, error) {
+	return s.readRange(ctx, stream, filter, from, to, nil)
+}
+
+// readRange is loadRange that skips, undecoded, the events for which skip
+// (when set) says so.
+func (s *Store) readRange(ctx context.Context, stream *Stream, filter string, from, to uint64, skip func(seq uint64, subject string) bool) ([]events.Record, error) {
 	var out []events.Record
 	if from == 0 {
 		from = 1
@@ -398,7 +468,14 @@ func (s *Store) loadDirect(ctx context.Context, stream *Stream, filter string, f
 			}
 			return false, err
 		}
-		rec, err := events.Decode(msg.Sequence, msg.Data)
+		if to > 0 && msg.Sequence > to {
+			return false, nil
+		}
+		if skip != nil && skip(msg.Sequence, msg.Subject) {
+			from = msg.Sequence + 1
+			return true, nil
+		}
+		rec, err := events.DecodeStored(msg.Sequence, msg.Subject, msg.Data)
 		if err != nil {
 			return false, err
 		}
@@ -438,16 +515,71 @@ func (s *Store) loadDirect(ctx context.Context, stream *Stream, filter string, f
 // request an event: slower than direct gets, but never behind what was
 // acknowledged.
 func (s *Store) loadFromLeader(ctx context.Context, stream *Stream, filter string, from uint64) ([]events.Record, error) {
+	return s.rangeFromLeader(ctx, stream, filter, from, 0)
+}
+
+// rangeFromLeader is loadFromLeader up to sequence to (0: to the end).
+func (s *Store) rangeFromLeader(ctx context.Context, stream *Stream, filter string, from, to uint64) ([]events.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	var out []events.Record
 	for from = max(from, 1); ; {
 		rec, err := s.leaderGet(ctx, stream, leaderRequest{Seq: from, NextFor: filter})
-		if err != nil || rec == nil {
+		if err != nil || rec == nil || (to > 0 && rec.Seq > to) {
 			return out, err
 		}
 		out, from = append(out, *rec), rec.Seq+1
 	}
+}
+
+// searchWindow is the first window of LastWhere, in stream sequences; each
+// next one, further back, is four times as long.
+const searchWindow = 1024
+
+// LastWhere searches the events on subject (one literal subject, or a
+// filter) of stream from sequence until back to the subject's first event,
+// newest first: it returns the first for which match says found, or nil at
+// the first for which match says stop, or when none is left. It reads
+// windows of sequences that grow fourfold going back, so an event near
+// until costs one read whatever lies before it. On a replicated stream, a
+// search that finds nothing by direct gets is made again from the stream's
+// leader, which has every acknowledged event.
+func (s *Store) LastWhere(ctx context.Context, stream *Stream, subject string, until uint64, match func(events.Record) (found, stop bool)) (*events.Record, error) {
+	first, err := stream.Next(ctx, subject, 1)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	search := func(load func(ctx context.Context, stream *Stream, filter string, from, to uint64) ([]events.Record, error)) (*events.Record, bool, error) {
+		for hi, w := until, uint64(searchWindow); hi >= first.Seq; w *= 4 {
+			lo := first.Seq
+			if hi-first.Seq >= w {
+				lo = hi - w + 1
+			}
+			recs, err := load(ctx, stream, subject, lo, hi)
+			if err != nil {
+				return nil, false, err
+			}
+			for i := len(recs) - 1; i >= 0; i-- {
+				switch found, stop := match(recs[i]); {
+				case found:
+					return &recs[i], true, nil
+				case stop:
+					return nil, true, nil
+				}
+			}
+			hi = lo - 1
+		}
+		return nil, false, nil
+	}
+	rec, ended, err := search(s.loadRange)
+	if err != nil || rec != nil || ended || !stream.replicated() {
+		return rec, err
+	}
+	rec, _, err = search(s.rangeFromLeader)
+	return rec, err
 }
 
 // leaderRequest asks a stream's leader for a message: the first at or

@@ -205,24 +205,76 @@ func (s *Service) Settle(ctx context.Context, accountID, requestID string, calls
 	return *prev, nil
 }
 
-// Settlement returns the settlement of a query, read from its own subject;
-// nil when the query is not settled: never, or its last settlement was
-// reversed (Reverse) and the query is open again.
+// Settlement returns the settlement of a query; nil when the query is not
+// settled: its reservation is open (admitted, or open again after its
+// settlement was reversed, Reverse), or was released without a settlement.
+// It reads the account's latest events first: a query whose reservation is
+// open has no settlement, and for one that has none open the settlement is
+// looked for on the subject where the layout before this one put it, then
+// on the ledger's subject from its newest event back, to the query's
+// reservation at the most (eventstore.LastWhere): a settlement read back
+// right after it was made, by a run resumed after it, costs one read
+// whatever the account's history. A settlement found on the earlier
+// layout's subject stands unless a later ledger event of the query, in
+// either layout, reversed it, settled it again or released it: the ledger's
+// events after it are searched too (this costs the account's ledger events
+// since that settlement, and only queries settled by the earlier layout).
 func (s *Service) Settlement(ctx context.Context, accountID, requestID string) (*events.ChargesSettled, error) {
-	prev, err := s.Accounts.Store.Last(ctx, s.Accounts.Store.Accounts, events.SettlementSubject(accountID, requestID))
-	if err != nil || prev == nil {
-		return nil, err
-	}
-	e, ok := prev.Event.(events.ChargesSettled)
-	if !ok {
-		return nil, nil
-	}
-	// A settled query is open again only after a reversal.
-	open, err := s.open(ctx, accountID, requestID)
+	var open bool
+	var chain, ledger uint64
+	err := s.Accounts.Update(ctx, accountID, func(a *events.Account) {
+		_, open = a.Ledger.Open[requestID]
+		chain, ledger = a.ChainSeq, a.LedgerSeq
+	}, s.Accounts.Refreshed(ctx, accountID))
 	if err != nil || open {
 		return nil, err
 	}
-	return &e, nil
+	store := s.Accounts.Store
+	earlier, err := store.Last(ctx, store.Accounts, events.EarlierSettlementSubject(accountID, requestID))
+	if err != nil {
+		return nil, err
+	}
+	// The query's events that count are past after, on subject up to until.
+	var after uint64
+	subject, until := events.LedgerSubject(accountID), chain
+	if earlier != nil {
+		after = earlier.Seq
+		subject, until = events.LedgerFilter(accountID), ledger
+	}
+	prev := earlier
+	if until > after {
+		later, err := store.LastWhere(ctx, store.Accounts, subject, until, func(r events.Record) (found, stop bool) {
+			if r.Seq <= after {
+				return false, true
+			}
+			// The query's last event decides: a settlement, or none after
+			// a reversal, a release or a reservation (its first event).
+			switch e := r.Event.(type) {
+			case events.ChargesSettled:
+				return e.RequestID == requestID, false
+			case events.ChargesReversed:
+				return e.RequestID == requestID, false
+			case events.CreditsReleased:
+				return e.RequestID == requestID, false
+			case events.CreditsReserved:
+				return e.RequestID == requestID, false
+			}
+			return false, false
+		})
+		if err != nil {
+			return nil, err
+		}
+		if later != nil {
+			prev = later
+		}
+	}
+	if prev == nil {
+		return nil, nil
+	}
+	if e, ok := prev.Event.(events.ChargesSettled); ok {
+		return &e, nil
+	}
+	return nil, nil
 }
 
 // open reports whether the query holds an open reservation, on the

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/crosscheck/crosscheck/internal/accounts"
 	"github.com/crosscheck/crosscheck/internal/apperr"
@@ -339,5 +342,118 @@ func TestReverseAndRestore(t *testing.T) {
 	}
 	if want := int64(10*events.MicrosPerCredit - 800_000 - 200_000); a.Ledger.BalanceMicros != want || a.Ledger.ReservedMicros != 0 || len(a.Ledger.Open) != 0 {
 		t.Fatalf("balance %d reserved %d open %v, want %d, 0, none", a.Ledger.BalanceMicros, a.Ledger.ReservedMicros, a.Ledger.Open, want)
+	}
+}
+
+// However many queries an account settles, its ledger appends expect the
+// last sequence of one literal subject, and the account's subjects do not
+// grow in number: the server's check of an append's expectation looks up
+// one subject, whatever the account's history (a wildcard over one subject
+// per settled query walked them all, on the stream's one goroutine).
+func TestLedgerAppendsExpectOneSubject(t *testing.T) {
+	store := storetest.Open(t)
+	ctx := context.Background()
+	led := process(store)
+	view, err := led.Accounts.CreateAccount(ctx, "many queries", events.PlanEnterprise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	if _, err := led.Adjust(ctx, acct, 100*events.MicrosPerCredit, "credits"); err != nil {
+		t.Fatal(err)
+	}
+	js := storetest.JetStream(t, store)
+	stream, err := js.Stream(ctx, eventstore.StreamAccounts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subjects := func() map[string]uint64 {
+		t.Helper()
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(events.Filter(events.AggregateAccount, acct)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Subjects
+	}
+	settle := func(n int) {
+		t.Helper()
+		for range n {
+			id := "req_" + events.NewID()
+			if err := led.Reserve(ctx, acct, id, events.MicrosPerCredit, false); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := led.Settle(ctx, acct, id, []events.Call{call("c"+id, 100_000)}, completed); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	settle(3)
+	few := subjects()
+	settle(20)
+	if many := subjects(); len(many) != len(few) {
+		t.Fatalf("the account's subjects grew from %d to %d with 20 more settled queries: %v", len(few), len(many), many)
+	}
+	recs, _ := ledgerOf(t, store, acct)
+	for _, r := range recs {
+		if _, ledger := events.PrevHashOf(r.Event); !ledger {
+			continue
+		}
+		msg, err := stream.GetMsg(ctx, r.Seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect := msg.Header.Get("Nats-Expected-Last-Subject-Sequence-Subject")
+		if expect == "" || strings.ContainsAny(expect, "*>") || expect != r.Envelope.Subject {
+			t.Fatalf("seq %d (%s) on %s expected the last sequence of %q; want its own subject, a literal one", r.Seq, r.Envelope.Type, r.Envelope.Subject, expect)
+		}
+	}
+}
+
+// A settlement is read back, and a second settlement of its query changes
+// nothing, however many ledger events came after it (here more than the
+// first window of the search back from the ledger's newest event), in
+// another process than the one that settled it.
+func TestSettlementReadBackBehindManyEvents(t *testing.T) {
+	stores := storetest.OpenMany(t, 2)
+	ctx := context.Background()
+	one, two := process(stores[0]), process(stores[1])
+	view, err := one.Accounts.CreateAccount(ctx, "read back", events.PlanEnterprise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, id := view.ID, "req_01M8000000000000000000000R"
+	if _, err := one.Adjust(ctx, acct, 1000*events.MicrosPerCredit, "credits"); err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Reserve(ctx, acct, id, 2*events.MicrosPerCredit, false); err != nil {
+		t.Fatal(err)
+	}
+	first, err := one.Settle(ctx, acct, id, []events.Call{call("c1", 300_000)}, completed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 600 {
+		other := fmt.Sprintf("req_01M8000000000000000000%04d", i)
+		if err := one.Reserve(ctx, acct, other, events.MicrosPerCredit, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := one.Settle(ctx, acct, other, []events.Call{call("c"+other, 1000)}, completed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := two.Settlement(ctx, acct, id)
+	if err != nil || got == nil || got.ChargedMicros != first.ChargedMicros || got.Ending == nil || *got.Ending != *completed {
+		t.Fatalf("read back behind 1,200 events: %+v, %v; want the settlement of %d", got, err, first.ChargedMicros)
+	}
+	again, err := two.Settle(ctx, acct, id, []events.Call{call("c1", 300_000), call("c2", 100_000)}, events.EndingOf(events.Cancelled()))
+	if err != nil || again.ChargedMicros != first.ChargedMicros || again.Ending == nil || *again.Ending != *completed {
+		t.Fatalf("settled again: %+v, %v; want the first settlement back", again, err)
+	}
+	if none, err := two.Settlement(ctx, acct, "req_01M8000000000000000000000N"); err != nil || none != nil {
+		t.Fatalf("the settlement of a query never reserved: %+v, %v; want none", none, err)
+	}
+	recs, _ := ledgerOf(t, stores[0], acct)
+	if n := count(recs, "account.charges_settled"); n != 601 {
+		t.Fatalf("%d settlements, want 601", n)
 	}
 }

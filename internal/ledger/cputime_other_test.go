@@ -1,0 +1,8 @@
+//go:build !unix
+
+package ledger_test
+
+import "time"
+
+// cpuTime is not measured here: the CPU figures read zero.
+func cpuTime() time.Duration { return 0 }
