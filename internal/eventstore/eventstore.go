@@ -49,9 +49,16 @@ const (
 // write: how long a projection waits for the process that held it and died.
 const LeaseTTL = 10 * time.Second
 
-// requestTimeout bounds a request to JetStream that has no deadline of its
-// own.
+// requestTimeout bounds one request to JetStream, whatever the caller's
+// context allows: a worker's context has the query's whole time, and a
+// request whose answer was lost (its stream's leader went away with it)
+// would otherwise wait that long.
 const requestTimeout = 10 * time.Second
+
+// request returns ctx bounded by requestTimeout, for one request.
+func request(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, requestTimeout)
+}
 
 // openTimeout bounds Open when its context has no deadline of its own.
 const openTimeout = 30 * time.Second
@@ -286,7 +293,9 @@ func (s *Store) Append(ctx context.Context, env events.Envelope, expect *Expect)
 	if expect != nil {
 		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(expect.Seq, expect.Filter))
 	}
-	ack, err := s.js.PublishMsg(ctx, msg, opts...)
+	reqCtx, cancel := request(ctx)
+	defer cancel()
+	ack, err := s.js.PublishMsg(reqCtx, msg, opts...)
 	if err != nil {
 		return Appended{}, classify("append "+env.Type, err)
 	}
