@@ -32,11 +32,8 @@ func (s *Store) publish(ctx context.Context, msg *nats.Msg, id string, expect *E
 		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect.Seq, 10))
 		msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, expect.Filter)
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, requestTimeout)
-		defer cancel()
-	}
+	ctx, cancel := request(ctx)
+	defer cancel()
 	resp, err := s.nc.RequestMsgWithContext(ctx, msg)
 	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < publishRetries; r++ {
 		select {

@@ -50,9 +50,16 @@ const (
 // write: how long a projection waits for the process that held it and died.
 const LeaseTTL = 10 * time.Second
 
-// requestTimeout bounds a request to JetStream that has no deadline of its
-// own.
+// requestTimeout bounds one request to JetStream, whatever the caller's
+// context allows: a worker's context has the query's whole time, and a
+// request whose answer was lost (its stream's leader went away with it)
+// would otherwise wait that long.
 const requestTimeout = 10 * time.Second
+
+// request returns ctx bounded by requestTimeout, for one request.
+func request(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, requestTimeout)
+}
 
 // openTimeout bounds Open when its context has no deadline of its own.
 const openTimeout = 30 * time.Second

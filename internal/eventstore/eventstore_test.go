@@ -309,3 +309,39 @@ func BenchmarkLoad(b *testing.B) {
 		}
 	}
 }
+
+// An append whose acknowledgement never comes (the stream's leader went
+// away with the request, say) ends within the store's own bound, as
+// unavailable, whatever its context allows: a worker's run has the
+// query's whole time (minutes), and waiting that long on one lost
+// acknowledgement held its job in progress, never redelivered.
+func TestAppendIsBounded(t *testing.T) {
+	store := storetest.Open(t)
+	// A subscriber that takes the publish and never answers stands in
+	// for the lost acknowledgement.
+	sub, err := store.Conn().SubscribeSync("lost.acks.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	env, err := events.Wrap(events.AggregateQuery, "req_lost", events.ProgressReported{Stage: "answering"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Subject = "lost.acks.req_lost"
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		_, err := store.Append(ctx, env, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, eventstore.ErrUnavailable) {
+			t.Fatalf("an append without an acknowledgement: %v, want unavailable", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("an append whose acknowledgement never comes still waits after a minute")
+	}
+}

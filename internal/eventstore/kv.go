@@ -36,6 +36,8 @@ func (b *Bucket) Name() string { return b.name }
 
 // Get returns the entry of key, or ErrNotFound.
 func (b *Bucket) Get(ctx context.Context, key string) (Entry, error) {
+	ctx, cancel := request(ctx)
+	defer cancel()
 	e, err := b.handle().Get(ctx, key)
 	if err != nil {
 		return Entry{}, classify("get "+b.name+" "+key, err)
@@ -46,6 +48,8 @@ func (b *Bucket) Get(ctx context.Context, key string) (Entry, error) {
 // Create writes key only if it is absent (or deleted) and returns the new
 // revision; ErrConflict when it exists.
 func (b *Bucket) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	ctx, cancel := request(ctx)
+	defer cancel()
 	rev, err := b.handle().Create(ctx, key, value)
 	if err != nil {
 		return 0, classify("create "+b.name+" "+key, err)
@@ -56,6 +60,8 @@ func (b *Bucket) Create(ctx context.Context, key string, value []byte) (uint64, 
 // Update writes key only if its last revision is rev and returns the new
 // revision; ErrConflict when another write came first.
 func (b *Bucket) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	ctx, cancel := request(ctx)
+	defer cancel()
 	next, err := b.handle().Update(ctx, key, value, rev)
 	if err != nil {
 		return 0, classify("update "+b.name+" "+key, err)
@@ -65,6 +71,8 @@ func (b *Bucket) Update(ctx context.Context, key string, value []byte, rev uint6
 
 // Put writes key whatever its revision and returns the new revision.
 func (b *Bucket) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	ctx, cancel := request(ctx)
+	defer cancel()
 	rev, err := b.handle().Put(ctx, key, value)
 	if err != nil {
 		return 0, classify("put "+b.name+" "+key, err)
@@ -79,6 +87,8 @@ func (b *Bucket) Delete(ctx context.Context, key string, rev uint64) error {
 	if rev > 0 {
 		opts = append(opts, jetstream.LastRevision(rev))
 	}
+	ctx, cancel := request(ctx)
+	defer cancel()
 	if err := b.handle().Delete(ctx, key, opts...); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return classify("delete "+b.name+" "+key, err)
 	}
@@ -95,6 +105,8 @@ func (b *Bucket) Purge(ctx context.Context, key string, rev uint64, markerTTL ti
 	if rev > 0 {
 		opts = append(opts, jetstream.LastRevision(rev))
 	}
+	ctx, cancel := request(ctx)
+	defer cancel()
 	if err := b.handle().Purge(ctx, key, opts...); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return classify("purge "+b.name+" "+key, err)
 	}
