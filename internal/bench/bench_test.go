@@ -69,7 +69,10 @@ func TestBenchSmoke(t *testing.T) {
 	for _, k := range keys {
 		for _, obj := range []map[string]any{flat, flat["sync_always"].(map[string]any)} {
 			v, ok := obj[k].(float64)
-			if !ok || (v <= 0 && k != "overhead_ms_p50" && k != "overhead_ms_p99") {
+			// The overheads may be zero or below; the smoke run's streams
+			// may see no event after they opened on a loaded machine (its
+			// queries end first), which leaves their figure zero.
+			if !ok || (v <= 0 && k != "overhead_ms_p50" && k != "overhead_ms_p99" && k != "sse_first_event_ms_p99") || v < 0 && k == "sse_first_event_ms_p99" {
 				t.Errorf("%s = %v (%s), want a measured figure", k, obj[k], obj["sync_policy"])
 			}
 		}
