@@ -201,4 +201,3 @@ func newRoot(o cli.IO, s service) *cobra.Command {
 	)
 	return root
 }
-
