@@ -23,6 +23,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/crosscheck/crosscheck/internal/app"
+	"github.com/crosscheck/crosscheck/internal/cli"
 	"github.com/crosscheck/crosscheck/internal/config"
 )
 
@@ -288,13 +289,13 @@ func newDeployChecker(t *testing.T) *deployChecker {
 			t.Fatalf("internal/config/config.go no longer reads %s as a literal; %d names found", name, len(c.settings))
 		}
 	}
-	// The commands: those the usage text lists.
-	for _, m := range regexp.MustCompile(`(?m)^\s+crosscheck ([a-z]+)\s`).FindAllStringSubmatch(usage, -1) {
-		c.commands[m[1]] = true
+	// The commands: those of the command line.
+	for _, cmd := range newRoot(cli.IO{Stdout: io.Discard, Stderr: io.Discard}, runService).Commands() {
+		c.commands[cmd.Name()] = true
 	}
 	for _, role := range []string{app.RoleServe, app.RoleAPI, app.RoleWorker, "audit", "events"} {
 		if !c.commands[role] {
-			t.Fatalf("the usage text does not list %q; found %v", role, c.commands)
+			t.Fatalf("the command line has no %q; found %v", role, c.commands)
 		}
 	}
 	return c

@@ -36,6 +36,15 @@ var (
 	})
 )
 
+// The series of every outcome exist from the start, at 0.
+func init() {
+	for _, outcome := range []string{"used", "none", "rejected"} {
+		snapshotLoads.WithLabelValues(outcome)
+	}
+	snapshotsWritten.WithLabelValues("ok")
+	snapshotsWritten.WithLabelValues("failed")
+}
+
 func (s *Service) snapshotEvery() uint64 {
 	if s.SnapshotEvery > 0 {
 		return uint64(s.SnapshotEvery)

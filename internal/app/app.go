@@ -184,7 +184,7 @@ func (m *Main) Open(ctx context.Context) error {
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return fmt.Errorf("data dir: %w", err)
 		}
-		if m.nats, m.nc, m.Store, err = startEmbedded(ctx, cfg, "crosscheck", m.Log); err != nil {
+		if m.nats, m.nc, m.Store, err = startEmbedded(ctx, cfg, "crosscheck", m.Log, m.role() == RoleServe); err != nil {
 			return err
 		}
 		m.storeWatch = newStoreWatch(m.nats, cfg.StoreMinFreeMB, m.Log)

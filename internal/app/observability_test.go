@@ -287,6 +287,20 @@ func TestTraceFromRequestToModelCalls(t *testing.T) {
 	res := h.wait(key, reqID, 30*time.Second)
 	must(t, res["status"] == "completed", "status %v", res["status"])
 	got := checkQueryTrace(t, id, reqID, len(res["models"].([]any)))
+	// Each model call is a child of the stage it runs in: the answers of
+	// running_models, the synthesis of aggregating.
+	names := map[trace.SpanID]string{}
+	for _, s := range got {
+		names[s.SpanContext.SpanID()] = s.Name
+	}
+	for _, s := range got {
+		if !strings.HasPrefix(s.Name, "chat ") {
+			continue
+		}
+		purpose, _ := attr(s, "crosscheck.purpose")
+		want := map[string]string{"answer": "stage running_models", "synthesis": "stage aggregating"}[purpose.AsString()]
+		must(t, want != "" && names[s.Parent.SpanID()] == want, "the %s call %s is a child of %q, want %q", purpose.AsString(), s.Name, names[s.Parent.SpanID()], want)
+	}
 	for _, s := range got {
 		for _, kv := range s.Attributes {
 			must(t, !strings.Contains(kv.Value.Emit(), "speed of light") && !strings.Contains(kv.Value.Emit(), key[5:]),

@@ -2,10 +2,13 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,11 +21,31 @@ import (
 
 // startEmbedded starts the embedded nats-server on cfg's data dir, its
 // warnings and errors logged to log, connects to it as name and opens the
-// event store. On an error nothing is left running.
-func startEmbedded(ctx context.Context, cfg config.Config, name string, log zerolog.Logger) (*embedded.Server, *nats.Conn, *eventstore.Store, error) {
-	srv, err := embedded.Start(embedded.Options{DataDir: cfg.DataDir, SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval, Log: log})
+// event store. With listen, the server also listens for NATS clients where
+// cfg.NATSListenAddr says, with a token of its own, and advertises both in
+// the data dir for crosscheck events. On an error nothing is left running.
+func startEmbedded(ctx context.Context, cfg config.Config, name string, log zerolog.Logger, listen bool) (*embedded.Server, *nats.Conn, *eventstore.Store, error) {
+	opts := embedded.Options{DataDir: cfg.DataDir, SyncAlways: cfg.SyncAlways, SyncInterval: cfg.SyncInterval, Log: log}
+	if addr, ok := cfg.NATSListenAddr(); listen && ok {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("CROSSCHECK_NATS_LISTEN: %w", err)
+		}
+		opts.Host = host
+		if opts.Port, err = strconv.Atoi(port); err != nil {
+			return nil, nil, nil, fmt.Errorf("CROSSCHECK_NATS_LISTEN: %w", err)
+		}
+		if opts.Port == 0 {
+			opts.Port = -1 // a free port
+		}
+		opts.Token, opts.Advertise = "xnats_"+rand.Text(), true
+	}
+	srv, err := embedded.Start(opts)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if opts.Advertise {
+		log.Info().Str("nats_url", srv.ClientURL()).Str("token_file", filepath.Join(cfg.DataDir, embedded.TokenFile)).Msg("the embedded NATS server listens for clients (crosscheck events)")
 	}
 	nc, err := srv.Connect(name)
 	if err != nil {
@@ -50,7 +73,7 @@ func OpenStore(ctx context.Context, cfg config.Config) (store *eventstore.Store,
 		}
 		return store, nc.Close, nil
 	}
-	srv, nc, store, err := startEmbedded(ctx, cfg, "crosscheck-audit", log)
+	srv, nc, store, err := startEmbedded(ctx, cfg, "crosscheck-audit", log, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (stop `crosscheck serve` on this data dir first, or set CROSSCHECK_NATS_URL)", err)
 	}
@@ -65,6 +88,18 @@ func OpenStore(ctx context.Context, cfg config.Config) (store *eventstore.Store,
 // CROSSCHECK_NATS_URL.
 func openEventsStore(cfg config.Config) func(ctx context.Context) (*eventstore.Store, func(), error) {
 	return func(ctx context.Context) (*eventstore.Store, func(), error) {
+		if cfg.NATSURL == "" {
+			// A running serve holds the data dir: read its store through the
+			// port and token it advertises there.
+			url, token, err := embedded.Advertised(cfg.DataDir)
+			switch {
+			case err == nil:
+				cfg.NATSURL, cfg.NATSAuth.Token = url, token
+				cfg.StartTimeout = min(cfg.StartTimeout, 10*time.Second)
+			case errors.Is(err, embedded.ErrLocked):
+				return nil, nil, fmt.Errorf("%w\n  it listens for NATS clients on no port (CROSSCHECK_NATS_LISTEN=off, or its HTTP addresses are not loopback ones): stop it first, or restart it with CROSSCHECK_NATS_LISTEN=127.0.0.1:4222 and set CROSSCHECK_NATS_URL=nats://127.0.0.1:4222 and CROSSCHECK_NATS_TOKEN=$(cat %s) here", err, filepath.Join(cfg.DataDir, embedded.TokenFile))
+			}
+		}
 		if cfg.NATSURL == "" {
 			// Opening a data dir that does not exist would create an empty
 			// store and export nothing: a mistyped CROSSCHECK_DATA_DIR must

@@ -16,3 +16,9 @@ var (
 		Help: "Attempts of calls to customer-owned models that found every slot of their account or of the process taken, by outcome: served (a slot came free), refused (the attempt's time ran out: rate_limited).",
 	}, []string{"outcome"})
 )
+
+// The series of both outcomes exist from the start, at 0.
+func init() {
+	callWaits.WithLabelValues("served")
+	callWaits.WithLabelValues("refused")
+}

@@ -9,13 +9,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/crosscheck/crosscheck/apiv1"
@@ -27,34 +29,6 @@ const (
 	EnvURL = "CROSSCHECK_URL"
 	EnvKey = "CROSSCHECK_KEY"
 )
-
-// Commands are the names Run answers to.
-var Commands = []string{"ask", "watch", "status", "list", "cancel", "estimate", "models"}
-
-// IsCommand reports whether name is one of Commands.
-func IsCommand(name string) bool {
-	for _, c := range Commands {
-		if c == name {
-			return true
-		}
-	}
-	return false
-}
-
-// Usage describes the client commands, for the binary's usage text.
-const Usage = `  crosscheck ask [--mode unify|justify|verify] [--model provider=model_id]...
-                 [--custom byom_id]... [--file path]... [--json] "prompt"
-                       submit a query, show its progress, print its result
-  crosscheck watch <id>     follow a query to its end and print its result
-  crosscheck status <id>    print a query as it is now
-  crosscheck list [--status s] [--mode m] [--limit n] [--after cursor] [--all]
-                       list your queries, newest first
-  crosscheck cancel <id>    stop a running query
-  crosscheck estimate [ask's flags] "prompt"   price a query without running it
-  crosscheck models         list the models a query may select
-  (the client commands read CROSSCHECK_URL, default ` + client.DefaultURL + `,
-   and the API key from CROSSCHECK_KEY; --json prints the raw API answer)
-`
 
 // Exit codes.
 const (
@@ -89,39 +63,14 @@ func (o IO) terminal() bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// Run runs the client command args[0] with the arguments after it and
-// returns the process's exit code: 0 on success, 1 when the service
-// refused or the query failed, 2 on a usage error, 130 when ctx ended
-// (Ctrl-C) while a query was followed: the query goes on, and the message
-// says how to watch or cancel it.
-func Run(ctx context.Context, args []string, o IO) int {
-	if len(args) == 0 || !IsCommand(args[0]) {
-		fmt.Fprint(o.Stderr, "usage:\n"+Usage)
-		return exitUsage
-	}
-	r := &runner{IO: o, name: args[0]}
-	err := r.run(ctx, args[0], args[1:])
-	var ue usageError
-	switch {
-	case err == nil:
-		return exitOK
-	case errors.As(err, &ue):
-		fmt.Fprintf(o.Stderr, "crosscheck %s: %s\n", args[0], ue.msg)
-		return exitUsage
-	case errors.Is(err, errDetached):
-		return exitDetached
-	case errors.Is(err, errQueryFailed):
-		return exitFailed
-	default:
-		fmt.Fprintf(o.Stderr, "crosscheck %s: %s\n", args[0], describe(err))
-		return exitFailed
-	}
-}
-
-// describe says what went wrong and, for the common codes, what to do.
-func describe(err error) string {
+// describe says what went wrong and, for the common codes, what to do;
+// when the service at base could not be reached, it says where it looked.
+func describe(err error, base string) string {
 	var e *client.Error
 	if !errors.As(err, &e) {
+		if unreachable(err) {
+			return fmt.Sprintf("%v\n  (no service answers at %s: start it with `crosscheck serve` or `make run`, or set %s to its address)", err, base, EnvURL)
+		}
 		return err.Error()
 	}
 	msg := e.Error()
@@ -153,11 +102,16 @@ type runner struct {
 	json bool
 }
 
-func (r *runner) connect() error {
-	base := r.getenv(EnvURL)
-	if base == "" {
-		base = client.DefaultURL
+// baseURL is the service's address: CROSSCHECK_URL or the default.
+func (r *runner) baseURL() string {
+	if base := r.getenv(EnvURL); base != "" {
+		return base
 	}
+	return client.DefaultURL
+}
+
+func (r *runner) connect() error {
+	base := r.baseURL()
 	key := r.getenv(EnvKey)
 	if key == "" {
 		return usagef("set %s to your API key (xchk_…)", EnvKey)
@@ -170,27 +124,7 @@ func (r *runner) connect() error {
 	return nil
 }
 
-func (r *runner) run(ctx context.Context, cmd string, args []string) error {
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.BoolVar(&r.json, "json", false, "print the raw API answer")
-	var q queryFlags
-	var list client.ListOptions
-	var all bool
-	switch cmd {
-	case "ask", "estimate":
-		q.register(fs)
-	case "list":
-		fs.StringVar(&list.Status, "status", "", "only queries with this status")
-		fs.StringVar(&list.Mode, "mode", "", "only queries of this mode")
-		fs.IntVar(&list.Limit, "limit", 20, "queries per page (1 to 100)")
-		fs.StringVar(&list.After, "after", "", "the cursor of the next page, as a page ends")
-		fs.BoolVar(&all, "all", false, "every page")
-	}
-	pos, err := parse(fs, args)
-	if err != nil {
-		return usagef("%v", err)
-	}
+func (r *runner) run(ctx context.Context, cmd string, pos []string, q queryFlags, list client.ListOptions, all bool) error {
 	if err := r.connect(); err != nil {
 		return err
 	}
@@ -246,30 +180,6 @@ func (r *runner) run(ctx context.Context, cmd string, args []string) error {
 	}
 }
 
-// parse parses flags anywhere among the arguments (after the prompt too)
-// and returns the positional ones; what follows "--" is positional.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var tail []string
-	for i, a := range args {
-		if a == "--" {
-			args, tail = args[:i], args[i+1:]
-			break
-		}
-	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return append(pos, tail...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
 func (r *runner) printJSON(v any) error {
 	enc := json.NewEncoder(r.Stdout)
 	enc.SetIndent("", "  ")
@@ -286,14 +196,15 @@ type queryFlags struct {
 
 type multi []string
 
-func (m *multi) String() string     { return strings.Join(*m, ",") }
-func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
-
-func (q *queryFlags) register(fs *flag.FlagSet) {
+// register adds the query flags to c.
+func (q *queryFlags) register(c *cobra.Command) {
+	fs := c.Flags()
 	fs.StringVar(&q.mode, "mode", "unify", "unify, justify or verify")
-	fs.Var(&q.models, "model", "provider=model_id (repeatable); provider=none leaves the provider out")
-	fs.Var(&q.custom, "custom", "a custom model's id, byom_… (repeatable)")
-	fs.Var(&q.files, "file", "a file to attach (repeatable)")
+	fs.StringArrayVar((*[]string)(&q.models), "model", nil, "provider=model_id (repeatable); provider=none leaves the provider out")
+	fs.StringArrayVar((*[]string)(&q.custom), "custom", nil, "a custom model's id, byom_… (repeatable)")
+	fs.StringArrayVar((*[]string)(&q.files), "file", nil, "a file to attach (repeatable)")
+	_ = c.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions(modes, cobra.ShellCompDirectiveNoFileComp))
+	_ = c.MarkFlagFilename("file")
 }
 
 // request builds the query request, uploading the files first.
@@ -326,4 +237,12 @@ func (q *queryFlags) request(ctx context.Context, c *client.Client, prompt strin
 		req.Files = append(req.Files, up.FileID)
 	}
 	return req, nil
+}
+
+// unreachable reports whether err is a failure to reach the service at
+// all: no connection could be made to its address.
+func unreachable(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns) || errors.As(err, &op) && op.Op == "dial"
 }

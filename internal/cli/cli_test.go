@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,29 +27,24 @@ import (
 )
 
 // service is the crosscheck process the tests share; binary is the
-// crosscheck command built for them.
+// command the tests run in a process of its own (a terminal, Ctrl-C): this
+// test binary, which runs the client commands as crosscheck does when
+// CROSSCHECK_TEST_CLI is set, so that no binary is built for the tests.
 var (
 	service *apptest.Server
-	binary  string
+	binary  = os.Args[0]
 )
 
 func TestMain(m *testing.M) {
 	apptest.RunChildIfAsked()
+	if os.Getenv("CROSSCHECK_TEST_CLI") == "1" {
+		os.Exit(cli.Run(context.Background(), os.Args[1:], cli.IO{Stdout: os.Stdout, Stderr: os.Stderr}))
+	}
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "crosscheck-cli-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "crosscheck")
-	if out, err := exec.Command("go", "build", "-o", binary, "../../cmd/crosscheck").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build the binary: %v\n%s", err, out)
-		return 1
-	}
+	var err error
 	if service, err = apptest.Start(apptest.WithSimLatency(30 * time.Millisecond)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -58,7 +54,7 @@ func run(m *testing.M) int {
 }
 
 func env(url, key string) []string {
-	return append(os.Environ(), cli.EnvURL+"="+url, cli.EnvKey+"="+key)
+	return append(os.Environ(), "CROSSCHECK_TEST_CLI=1", cli.EnvURL+"="+url, cli.EnvKey+"="+key)
 }
 
 // runCLI runs a command in-process against url with key, stdout not a
@@ -235,13 +231,14 @@ func TestUsageAndServiceErrors(t *testing.T) {
 		inStderr string
 	}{
 		{"no key", "", []string{"models"}, 2, "set CROSSCHECK_KEY"},
-		{"no key flag", service.Key, []string{"ask", "--key", "xchk_x", "p"}, 2, "flag provided but not defined: -key"},
+		{"no key flag", service.Key, []string{"ask", "--key", "xchk_x", "p"}, 2, "unknown flag: --key"},
 		{"no prompt", service.Key, []string{"ask"}, 2, "give the prompt"},
 		{"bad model flag", service.Key, []string{"ask", "--model", "provider_a", "p"}, 2, "provider=model_id"},
 		{"two ids", service.Key, []string{"watch", "a", "b"}, 2, "give one query id"},
 		{"unknown query", service.Key, []string{"status", "req_nope"}, 1, "not_found"},
 		{"bad mode", service.Key, []string{"ask", "--mode", "guess", "p"}, 1, "invalid_mode"},
 		{"bad key", "xchk_00000000" + strings.Repeat("0", 32), []string{"models"}, 1, "check the key in CROSSCHECK_KEY"},
+		{"help", service.Key, []string{"ask", "-h"}, 0, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -368,5 +365,38 @@ func TestListPagesAgainstTheService(t *testing.T) {
 	code, out, errOut = runCLI(t, service.URL, key, args...)
 	if code != 0 || !strings.Contains(out, ids[0]) || strings.Contains(out, ids[1]) || strings.Contains(out, "more: ") {
 		t.Fatalf("the next page (%v): %d\n%s%s", args, code, out, errOut)
+	}
+}
+
+// A service that does not answer: the message says where the command
+// looked and how to point it elsewhere.
+func TestServiceDownNamesTheURL(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	code, _, errOut := runCLI(t, url, "xchk_k", "models")
+	if code != 1 || !strings.Contains(errOut, "no service answers at "+url) || !strings.Contains(errOut, "set CROSSCHECK_URL") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// A client command's -h prints its flags, on standard output, and calls
+// nothing.
+func TestClientHelp(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Errorf("a help called %s", r.URL) }))
+	defer srv.Close()
+	for cmd, flags := range map[string][]string{"ask": {"--mode", "--model", "--custom", "--file", "--json"}, "list": {"--status", "--limit", "--after", "--all"}, "watch": {"--json"}} {
+		code, out, errOut := runCLI(t, srv.URL, "xchk_k", cmd, "-h")
+		if code != 0 || errOut != "" || !strings.Contains(out, "crosscheck "+cmd) || !strings.Contains(out, "CROSSCHECK_URL") {
+			t.Fatalf("%s -h: exit %d\n%s%s", cmd, code, out, errOut)
+		}
+		for _, f := range flags {
+			if !strings.Contains(out, f) {
+				t.Errorf("%s -h does not list %s:\n%s", cmd, f, out)
+			}
+		}
 	}
 }

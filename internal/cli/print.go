@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -91,7 +92,15 @@ func (r *runner) printQuery(q *apiv1.Query, final bool) error {
 	}
 	if len(q.Models) > 0 {
 		fmt.Fprintf(w, "\nModels\n\n")
-		t := newTable(w, "Provider", "Model", "Status", "Credits", "Latency")
+		header := []any{"Provider", "Model", "Status", "Credits", "Latency"}
+		names := map[string]string{}
+		for _, f := range q.Files {
+			names[f.FileID] = f.Name
+		}
+		if len(q.Files) > 0 {
+			header = append(header, "Files")
+		}
+		t := newTable(w, header...)
 		for _, m := range q.Models {
 			model := m.ModelID
 			if m.CustomModel != "" {
@@ -104,10 +113,25 @@ func (r *runner) printQuery(q *apiv1.Query, final bool) error {
 			if m.Error != nil {
 				status += ": " + m.Error.Class
 			}
-			_ = t.Append(m.Provider, model, status, credits(m.Credits), fmt.Sprintf("%d ms", m.LatencyMS))
+			row := []any{m.Provider, model, status, credits(m.Credits), fmt.Sprintf("%d ms", m.LatencyMS)}
+			if len(q.Files) > 0 {
+				// How the model received each file: native, text or none.
+				seen := make([]string, 0, len(m.Files))
+				for _, f := range m.Files {
+					seen = append(seen, cmp.Or(names[f.FileID], f.FileID)+": "+f.Seen)
+				}
+				row = append(row, strings.Join(seen, ", "))
+			}
+			_ = t.Append(row...)
 		}
 		if err := t.Render(); err != nil {
 			return err
+		}
+	}
+	if len(q.Missing) > 0 {
+		fmt.Fprintf(w, "\nMissing\n\n")
+		for _, m := range q.Missing {
+			fmt.Fprintf(w, "  - %s\n", m)
 		}
 	}
 	charged := "-"

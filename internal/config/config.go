@@ -4,6 +4,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -18,8 +19,14 @@ type Config struct {
 	DataDir    string
 	// NATSURL is an external NATS (comma-separated URLs of a cluster);
 	// empty runs the embedded server. NATSAuth is how to log in to it.
-	NATSURL    string
-	NATSAuth   NATSAuth
+	NATSURL  string
+	NATSAuth NATSAuth
+	// NATSListen is CROSSCHECK_NATS_LISTEN: whether the embedded server of
+	// crosscheck serve also listens for NATS clients on a loopback port,
+	// so that crosscheck events can read a running service: "auto" (when
+	// the HTTP and admin addresses are loopback ones), "off", or the
+	// loopback host:port to listen on (port 0: a free one).
+	NATSListen string
 	ConfigFile string
 	SimLatency time.Duration
 	Replicas   int
@@ -210,6 +217,7 @@ func Defaults() Config {
 		HTTPAddr:            "127.0.0.1:8080",
 		AdminAddr:           "127.0.0.1:8081",
 		DataDir:             "./data",
+		NATSListen:          NATSListenAuto,
 		Replicas:            1,
 		SyncAlways:          true,
 		LogLevel:            "info",
@@ -269,6 +277,7 @@ func FromEnv() (Config, error) {
 	str("CROSSCHECK_ADMIN_TOKEN", &c.AdminToken)
 	str("CROSSCHECK_DATA_DIR", &c.DataDir)
 	str("CROSSCHECK_NATS_URL", &c.NATSURL)
+	str("CROSSCHECK_NATS_LISTEN", &c.NATSListen)
 	str("CROSSCHECK_NATS_CREDS", &c.NATSAuth.CredsFile)
 	str("CROSSCHECK_NATS_NKEY", &c.NATSAuth.NKeySeedFile)
 	str("CROSSCHECK_NATS_TOKEN", &c.NATSAuth.Token)
@@ -379,6 +388,9 @@ func FromEnv() (Config, error) {
 			errs = append(errs, fmt.Sprintf("CROSSCHECK_SYNC_INTERVAL=%q must be \"always\" or a positive Go duration", v))
 		}
 	}
+	if err := checkNATSListen(c.NATSListen); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if (c.NATSAuth.TLSCert == "") != (c.NATSAuth.TLSKey == "") {
 		errs = append(errs, "CROSSCHECK_NATS_TLS_CERT and CROSSCHECK_NATS_TLS_KEY go together")
 	}
@@ -412,4 +424,54 @@ func FromEnv() (Config, error) {
 		return c, fmt.Errorf("settings: %s", strings.Join(errs, "; "))
 	}
 	return c, nil
+}
+
+// The values of CROSSCHECK_NATS_LISTEN besides a host:port.
+const (
+	NATSListenAuto = "auto"
+	NATSListenOff  = "off"
+)
+
+func checkNATSListen(v string) error {
+	if v == NATSListenAuto || v == NATSListenOff {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(v)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil || !IsLoopback(host) {
+		return fmt.Errorf("CROSSCHECK_NATS_LISTEN=%q must be auto, off or a loopback host:port such as 127.0.0.1:4222: the embedded server takes no TLS, so it never listens beyond this machine", v)
+	}
+	return nil
+}
+
+// IsLoopback reports whether host (a name or an address, without a port)
+// is localhost or a loopback address.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// NATSListenAddr returns the address the embedded server of crosscheck
+// serve listens on for NATS clients, and false when it listens on none:
+// CROSSCHECK_NATS_LISTEN's host:port, or with "auto" a free loopback port
+// when both HTTP addresses are loopback ones.
+func (c Config) NATSListenAddr() (string, bool) {
+	switch c.NATSListen {
+	case NATSListenOff:
+		return "", false
+	case NATSListenAuto, "":
+		for _, addr := range []string{c.HTTPAddr, c.AdminAddr} {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil || !IsLoopback(host) {
+				return "", false
+			}
+		}
+		return "127.0.0.1:0", true
+	}
+	return c.NATSListen, true
 }

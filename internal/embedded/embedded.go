@@ -3,6 +3,7 @@
 package embedded
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -26,11 +27,17 @@ type Options struct {
 	// SyncInterval is the fsync interval when SyncAlways is off; zero keeps
 	// the server's default.
 	SyncInterval time.Duration
-	// Port, when non-zero, also listens for clients on 127.0.0.1:Port (-1 picks
+	// Port, when non-zero, also listens for clients on Host:Port (-1 picks
 	// a free port). Zero serves in-process connections only.
 	Port int
+	// Host is the address Port listens on; empty is 127.0.0.1.
+	Host string
 	// Token, when set, is required of every client.
 	Token string
+	// Advertise, with Port and Token, writes the server's client URL and
+	// token into the data dir (URLFile, TokenFile) for the commands that
+	// run beside it, and removes them at Stop.
+	Advertise bool
 	// Log receives the server's warnings and errors (its notices at debug
 	// level); the zero Logger discards them.
 	Log zerolog.Logger
@@ -49,6 +56,8 @@ type Server struct {
 	// that.
 	running            string
 	unclean, recovered bool
+	// advertised is the data dir the server advertised its port in.
+	advertised string
 }
 
 // RunningFile is the file of the data dir that says a server runs on it:
@@ -66,6 +75,9 @@ func Start(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// What a server killed before its Stop advertised is not true now.
+	_ = os.Remove(filepath.Join(o.DataDir, URLFile))
+	_ = os.Remove(filepath.Join(o.DataDir, TokenFile))
 	running := filepath.Join(o.DataDir, RunningFile)
 	_, statErr := os.Stat(running)
 	unclean := statErr == nil
@@ -82,7 +94,7 @@ func Start(o Options) (*Server, error) {
 		NoSigs:             true,
 		NoLog:              true,
 		DontListen:         o.Port == 0,
-		Host:               "127.0.0.1",
+		Host:               cmp.Or(o.Host, "127.0.0.1"),
 		Port:               o.Port,
 		MaxPayload:         8 << 20,
 		JetStreamMaxMemory: 256 << 20,
@@ -112,7 +124,24 @@ func Start(o Options) (*Server, error) {
 		StoreDir: opts.StoreDir, MaxMemory: opts.JetStreamMaxMemory, MaxStore: opts.JetStreamMaxStore,
 		SyncAlways: opts.SyncAlways, SyncInterval: opts.SyncInterval, Strict: !opts.NoJetStreamStrict,
 	}
-	return &Server{Server: s, token: o.Token, lock: lock, js: js, running: running, unclean: unclean}, nil
+	srv := &Server{Server: s, token: o.Token, lock: lock, js: js, running: running, unclean: unclean}
+	if o.Advertise && o.Port != 0 {
+		if o.Token == "" {
+			s.Shutdown()
+			unmark()
+			lock.Unlock()
+			return nil, errors.New("embedded nats-server: a port advertised in the data dir needs a token")
+		}
+		srv.advertised = o.DataDir
+		if err := srv.advertise(o.DataDir); err != nil {
+			srv.unadvertise()
+			s.Shutdown()
+			unmark()
+			lock.Unlock()
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+	}
+	return srv, nil
 }
 
 // writeSynced writes data to the file path and syncs it and its directory,
@@ -217,6 +246,7 @@ func (s *Server) Connect(name string) (*nats.Conn, error) {
 // store; the data dir is then marked clean, unless it was found unclean
 // and not Recovered.
 func (s *Server) Stop() {
+	s.unadvertise()
 	s.Shutdown()
 	s.WaitForShutdown()
 	if !s.unclean || s.recovered {

@@ -29,6 +29,15 @@ var (
 	}, []string{"aggregate"})
 )
 
+// The series of every aggregate exist from the start, at 0.
+func init() {
+	for _, a := range []string{"query", "account", "file"} {
+		appendDuration.WithLabelValues(a)
+		appendConflicts.WithLabelValues(a)
+		appendFailures.WithLabelValues(a)
+	}
+}
+
 // sized are the stores observed (ObserveSizes), the last one last: a
 // process has one, a test binary many, some closed.
 var sized struct {

@@ -32,3 +32,15 @@ var (
 		Help: "Extractions refused for their account, by reason: cpu (it used its CPU time for the hour).",
 	}, []string{"reason"})
 )
+
+// The series of the formats extracted in a child, their outcomes and the
+// refusal reason exist from the start, at 0.
+func init() {
+	for _, f := range []string{FormatPDF, FormatDOCX, FormatDOC, FormatHTML} {
+		extractCPU.WithLabelValues(f)
+		for _, o := range []string{"ok", "malformed", "crashed", "timeout", "cpu", "memory"} {
+			extractions.WithLabelValues(f, o)
+		}
+	}
+	accountRefusals.WithLabelValues("cpu")
+}

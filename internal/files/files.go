@@ -154,7 +154,7 @@ func (s *Service) Upload(ctx context.Context, caller accounts.Caller, name, purp
 		if path.Ext(name) == "" {
 			what = "the file name has no extension, which says the file's type"
 		}
-		return Meta{}, apperr.New(apperr.UnsupportedFileType, "%s; accepted: PNG, JPG, GIF, WEBP images, PDF, DOC, DOCX, and py, js, ts, html, css, json, yaml, sql text", what)
+		return Meta{}, apperr.New(apperr.UnsupportedFileType, "%s; accepted: PNG, JPG, GIF, WEBP images, PDF, DOC, DOCX, code (py, js, ts, html, css, json, yaml, sql) and plain text (txt, md, csv, log, xml, toml)", what)
 	}
 	f, err := s.loadForUpload(ctx, caller.AccountID)
 	if err != nil {

@@ -62,6 +62,13 @@ var kinds = map[string]kind{
 	".yaml": textKind("application/yaml", extract.FormatText),
 	".yml":  textKind("application/yaml", extract.FormatText),
 	".sql":  textKind("application/sql", extract.FormatText),
+	// Plain text, read as it is (XML's markup too: a model reads it).
+	".txt":  textKind("text/plain", extract.FormatText),
+	".md":   textKind("text/markdown", extract.FormatText),
+	".csv":  textKind("text/csv", extract.FormatText),
+	".log":  textKind("text/plain", extract.FormatText),
+	".xml":  textKind("application/xml", extract.FormatText),
+	".toml": textKind("application/toml", extract.FormatText),
 }
 
 func textKind(mediaType, format string) kind {

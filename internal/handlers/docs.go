@@ -33,7 +33,7 @@ var errorDocs = map[string]string{
 	apperr.ModelNotFound:       "POST /v1/chat/completions: model is not one of svc-unify, svc-justify, svc-verify (GET /v1/models lists them). Choose the providers with the crosscheck.models extension field instead.",
 	apperr.Internal:            "An unexpected server error. It was logged; retry later.",
 	apperr.MethodNotAllowed:    "The path exists but not with this HTTP method.",
-	apperr.UnsupportedFileType: "POST /v1/files: the file's name has no accepted extension (png, jpg, jpeg, gif, webp, pdf, doc, docx, py, js, ts, html, htm, css, json, yaml, yml, sql), or its content, sniffed, is not what the extension says (an executable named .png, a zip named .docx that is not a Word document). Nothing was stored.",
+	apperr.UnsupportedFileType: "POST /v1/files: the file's name has no accepted extension (png, jpg, jpeg, gif, webp, pdf, doc, docx, py, js, ts, html, htm, css, json, yaml, yml, sql, txt, md, csv, log, xml, toml), or its content, sniffed, is not what the extension says (an executable named .png, a zip named .docx that is not a Word document). Nothing was stored.",
 	apperr.FileTooLarge:        "POST /v1/files: the file is larger than its kind allows: images 20 MB, PDF, DOC and DOCX 32 MB, text and code 10 MB. Nothing was stored.",
 	apperr.InvalidFile:         "POST /v1/files: the file is empty, a text or code file is not valid UTF-8, or its text extraction failed (a malformed or hostile file, or one past the extraction's CPU, memory or time limits). Nothing was stored.",
 	apperr.InvalidAdminToken:   "Admin API: the Authorization header does not carry the admin token.",

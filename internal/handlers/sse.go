@@ -53,8 +53,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	// The response starts at once, except for a resuming client: its stream
 	// starts with the first event it has not seen, or with a heartbeat, or,
 	// when it has seen the terminal event already, is 204 No Content, which
-	// tells an EventSource to stop reconnecting.
-	started := false
+	// tells an EventSource to stop reconnecting. The retry advice opens the
+	// first event's block, not a block of its own: some clients (httpx-sse)
+	// yield an empty event for a block without data. Until that event,
+	// heartbeats are comment lines inside the open block.
+	started, open := false, false
 	start := func() {
 		if started {
 			return
@@ -66,7 +69,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		h.Set("Connection", "keep-alive")
 		h.Set("X-Accel-Buffering", "no")
 		w.WriteHeader(http.StatusOK)
-		fmt.Fprint(w, "retry: 2000\n\n")
+		fmt.Fprint(w, "retry: 2000\n")
+		open = true
 		flusher.Flush()
 	}
 	if after == 0 {
@@ -88,7 +92,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			start()
-			fmt.Fprint(w, ": heartbeat\n\n")
+			if open {
+				fmt.Fprint(w, ": heartbeat\n")
+			} else {
+				fmt.Fprint(w, ": heartbeat\n\n")
+			}
 			flusher.Flush()
 		case err := <-errc:
 			s.followEnded(w, r, id, started, doc, err)
@@ -110,6 +118,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			if rec.Seq > after {
 				start()
 				writeEvent(w, rec.Seq, s.sseEvent(rec, doc))
+				open = false
 				flusher.Flush()
 			}
 			if terminal {

@@ -35,6 +35,12 @@ var (
 	})
 )
 
+// The series of both refusal codes exist from the start, at 0.
+func init() {
+	balanceRefusals.WithLabelValues(apperr.InsufficientCredits)
+	balanceRefusals.WithLabelValues(apperr.MonthlyCapExceeded)
+}
+
 // countReserve counts a reservation of micros that ended with err.
 func countReserve(micros int64, err error) {
 	if err == nil {

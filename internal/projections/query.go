@@ -339,27 +339,35 @@ func Describe(r events.Record) string {
 		}
 		return e.Model.Key() + " kept its answer after reading the others"
 	case events.DisagreementsFound:
-		return fmt.Sprintf("%d disagreements found", len(e.Disagreements))
+		return count(len(e.Disagreements), "disagreement") + " found"
 	case events.ClaimsExtracted:
-		return fmt.Sprintf("%d claims extracted from %s's answer", len(e.Claims), e.Model.Key())
+		return fmt.Sprintf("%s extracted from %s's answer", count(len(e.Claims), "claim"), e.Model.Key())
 	case events.ClaimsMerged:
-		return fmt.Sprintf("%d claims to check", len(e.Claims))
+		return count(len(e.Claims), "claim") + " to check"
 	case events.EvidenceRetrieved:
 		if e.Error != "" {
 			return "a search failed: " + e.Error
 		}
 		if e.ClaimID == "" {
-			return fmt.Sprintf("%d search results for the research", len(e.Sources))
+			return count(len(e.Sources), "search result") + " for the research"
 		}
-		return fmt.Sprintf("%d sources found for claim %s", len(e.Sources), e.ClaimID)
+		return fmt.Sprintf("%s found for claim %s", count(len(e.Sources), "source"), e.ClaimID)
 	case events.ClaimsAssessed:
-		return fmt.Sprintf("%s cross-checked %d claims", e.Model.Key(), len(e.Assessments))
+		return fmt.Sprintf("%s cross-checked %s", e.Model.Key(), count(len(e.Assessments), "claim"))
 	case events.VerdictsGiven:
-		return fmt.Sprintf("verdicts given on %d claims", len(e.Verdicts))
+		return "verdicts given on " + count(len(e.Verdicts), "claim")
 	case events.StepFailed:
 		return StepFailure(e)
 	}
 	return ""
+}
+
+// count returns n and the noun, in the plural unless n is 1.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // FoldQuery folds a query's records into a new document.

@@ -72,6 +72,10 @@ type Metered struct {
 
 var _ Provider = (*Metered)(nil)
 
+// The customer-billed calls' series of their success exists from the start,
+// at 0.
+func init() { customerBilled.WithLabelValues(OutcomeOK) }
+
 const tracerName = "github.com/crosscheck/crosscheck/internal/providers"
 
 // Complete runs req on the provider, within a span of its own. The span's
@@ -98,7 +102,8 @@ func (m *Metered) Complete(ctx context.Context, req *Request) (*Response, error)
 func (m *Metered) start(ctx context.Context, model string, req *Request) (context.Context, trace.Span) {
 	span := telemetry.NoSpan
 	if telemetry.Tracing() {
-		ctx, span = otel.Tracer(tracerName).Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient))
+		// A call of a query's run is a child of the stage it runs in.
+		ctx, span = otel.Tracer(tracerName).Start(telemetry.InStage(ctx), "chat "+model, trace.WithSpanKind(trace.SpanKindClient))
 	}
 	recording := span.IsRecording()
 	if recording {

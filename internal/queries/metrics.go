@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/crosscheck/crosscheck/internal/apperr"
+	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/metrics"
 )
 
@@ -17,6 +18,14 @@ var (
 		Help: "Submissions refused, by error code (invalid_request, rate_limited, insufficient_credits, monthly_cap_exceeded, ...).",
 	}, []string{"code"})
 )
+
+// The series of every mode exist from the start, at 0: a dashboard's rate
+// of an absent series reads "No data".
+func init() {
+	for _, mode := range []string{events.ModeUnify, events.ModeJustify, events.ModeVerify} {
+		submitted.WithLabelValues(mode)
+	}
+}
 
 // countSubmitted counts a query accepted in mode.
 func countSubmitted(mode string) { submitted.WithLabelValues(mode).Inc() }

@@ -1,18 +1,26 @@
 // Package telemetry sets up the process's OpenTelemetry traces: the W3C
 // trace-context propagator always, and a tracer provider that exports over
-// OTLP only when the standard OTEL_* variables ask for it. With none of them
-// set the global tracer stays the no-op one: spans cost next to nothing and
-// nothing leaves the process.
+// OTLP/HTTP only when the standard OTEL_* variables ask for it. With none of
+// them set the global tracer stays the no-op one: spans cost next to nothing
+// and nothing leaves the process.
+//
+// The exporter is OTLP/HTTP (otlptracehttp) alone, built from the OTEL_*
+// variables here rather than by autoexport, which links the gRPC, metrics
+// and logs exporters too: about a fifth of the binary's packages for a
+// protocol every collector also serves over HTTP. OTEL_EXPORTER_OTLP_PROTOCOL
+// grpc is refused at start with a message that says what to set.
 package telemetry
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 
-	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -64,24 +72,21 @@ func Tracing() bool {
 }
 
 // Setup installs the W3C trace-context propagator and, when Exporting, a
-// batching tracer provider whose exporter autoexport builds from the OTEL_*
-// variables (OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf or grpc, headers,
-// timeouts), with the resource of OTEL_SERVICE_NAME and
-// OTEL_RESOURCE_ATTRIBUTES. The returned shutdown flushes the spans not yet
-// exported; it is a no-op when nothing is exported. Setup fails only on an
-// exporter setting that autoexport refuses.
+// batching tracer provider that exports to newExporter's exporter, with the
+// resource of OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES and the
+// sampler of OTEL_TRACES_SAMPLER; the spans of probes and scrapes (see
+// probePaths) are not exported. The returned shutdown flushes the spans not
+// yet exported; it is a no-op when nothing is exported. Setup fails on an
+// exporter setting it does not take, saying which and what to set.
 func Setup(ctx context.Context) (shutdown func(context.Context) error, err error) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	none := func(context.Context) error { return nil }
 	if !Exporting() {
 		return none, nil
 	}
-	exp, err := autoexport.NewSpanExporter(ctx)
-	if err != nil {
+	exp, err := newExporter(ctx)
+	if err != nil || exp == nil {
 		return none, err
-	}
-	if autoexport.IsNoneSpanExporter(exp) {
-		return none, nil
 	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", ServiceName)),
@@ -91,7 +96,50 @@ func Setup(ctx context.Context) (shutdown func(context.Context) error, err error
 	if err != nil {
 		res = resource.Default()
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(skipProbes{sdktrace.NewBatchSpanProcessor(exp)}), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	return tp.Shutdown, nil
+}
+
+// newExporter returns the span exporter the OTEL_* variables name: OTLP
+// over HTTP (OTEL_TRACES_EXPORTER otlp or unset; otlptracehttp reads the
+// endpoint, headers, timeout, compression and certificates from the
+// OTEL_EXPORTER_OTLP_* variables), the console (console), or nil (none).
+func newExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
+	switch e := os.Getenv("OTEL_TRACES_EXPORTER"); e {
+	case "", "otlp":
+	case "console":
+		return stdouttrace.New()
+	case "none":
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: crosscheck exports traces with otlp (over HTTP), console or none", e)
+	}
+	name := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	protocol := os.Getenv(name)
+	if protocol == "" {
+		name = "OTEL_EXPORTER_OTLP_PROTOCOL"
+		protocol = os.Getenv(name)
+	}
+	if protocol != "" && protocol != "http/protobuf" {
+		return nil, fmt.Errorf("%s=%q: crosscheck exports traces over OTLP/HTTP only; unset it or set http/protobuf (the default), and point OTEL_EXPORTER_OTLP_ENDPOINT at the collector's OTLP/HTTP port (4318 by default)", name, protocol)
+	}
+	return otlptracehttp.New(ctx)
+}
+
+// probePaths are the paths of the probes and the scrapes, whose requests
+// are not exported: each prober and Prometheus call them every few seconds.
+var probePaths = map[string]bool{"/metrics": true, "/healthz": true, "/readyz": true}
+
+// skipProbes passes every ended span on to its processor but those of a
+// request to one of probePaths.
+type skipProbes struct{ sdktrace.SpanProcessor }
+
+func (p skipProbes) OnEnd(s sdktrace.ReadOnlySpan) {
+	for _, a := range s.Attributes() {
+		if (a.Key == "url.path" || a.Key == "http.route") && probePaths[a.Value.AsString()] {
+			return
+		}
+	}
+	p.SpanProcessor.OnEnd(s)
 }

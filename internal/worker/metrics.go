@@ -66,6 +66,34 @@ var (
 
 const tracerName = "github.com/crosscheck/crosscheck/internal/worker"
 
+// stagesOf are the stages a run of each mode goes through.
+var stagesOf = map[string][]string{
+	events.ModeUnify:   {events.StageRunningModels, events.StageAggregating},
+	events.ModeJustify: {events.StageRunningModels, events.StageDeliberating, events.StageAggregating},
+	events.ModeVerify:  {events.StageResearching, events.StageExtractingClaims, events.StageCrossChecking, events.StageAggregating},
+}
+
+// The series of the modes, stages, statuses and reasons exist from the
+// start, at 0, and those of the failure codes a run records most: a
+// dashboard's rate of an absent series reads "No data".
+func init() {
+	for mode, stages := range stagesOf {
+		completed.WithLabelValues(mode)
+		cancelled.WithLabelValues(mode)
+		for _, code := range []string{"provider_error", "aggregation_failed", "internal_error", codeCancelled} {
+			failed.WithLabelValues(mode, code)
+		}
+		for _, status := range []string{events.StatusCompleted, events.StatusFailed} {
+			timeToTerminal.WithLabelValues(mode, status)
+		}
+		for _, st := range stages {
+			stageDuration.WithLabelValues(mode, st)
+		}
+	}
+	handBacks.WithLabelValues("yield")
+	handBacks.WithLabelValues("shutdown")
+}
+
 // startJob begins the run of a delivered job: its span continues the trace
 // of the request that submitted the query (carried in the message headers,
 // the same on every delivery), and the job counts as running until the
@@ -160,6 +188,17 @@ func (e *emitter) observeStage(ctx context.Context, ev events.Event) {
 		_, span = otel.Tracer(tracerName).Start(ctx, "stage "+next, trace.WithAttributes(attribute.String("crosscheck.stage", next)))
 	}
 	e.stage.name, e.stage.since, e.stage.span = next, now, span
+}
+
+// stageSpan returns the span of the stage the run is in, nil between
+// stages: the parent of the model calls made now (telemetry.InStage).
+func (e *emitter) stageSpan() trace.Span {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stage == nil || e.stage.name == "" {
+		return nil
+	}
+	return e.stage.span
 }
 
 // end records the time spent in the current stage, if any.

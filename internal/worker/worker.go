@@ -29,6 +29,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/eventstore"
 	"github.com/crosscheck/crosscheck/internal/modes"
+	"github.com/crosscheck/crosscheck/internal/telemetry"
 )
 
 // ConsumerName is the workers' durable consumer. It is persistent state:
@@ -552,6 +553,7 @@ func (w *Worker) run(ctx context.Context, id string, first *events.Record, giveU
 	}
 	em := &emitter{store: w.Store, id: id, q: q.Clone(), now: w.Now, stage: &stage{mode: q.Submitted.Mode}}
 	a.em = em
+	ctx = telemetry.WithStage(ctx, em.stageSpan)
 	terminal, err := w.decide(ctx, q, em, giveUp, first == nil, a)
 	if err == nil {
 		freed := w.free(ctx, q.Submitted.AccountID, id)

@@ -39,8 +39,8 @@ type Backends struct {
 }
 
 // Build builds the catalog and one backend per provider key. Without
-// CROSSCHECK_CONFIG every provider runs on the simulated backend with the
-// simulated catalog. With it, each provider keeps the vendor catalog's models
+// CROSSCHECK_CONFIG, or with a file that binds no provider, every provider
+// runs on the simulated backend with the simulated catalog. Otherwise each provider keeps the vendor catalog's models
 // (or the binding's own) and runs on its bound backend when that backend's
 // credential is present; a provider without one runs simulated, labelled so
 // in GET /v1/models and in results, and the log says why. A provider with a
@@ -49,16 +49,21 @@ type Backends struct {
 func Build(ctx context.Context, cfg config.Config, log zerolog.Logger) (Backends, error) {
 	set := providers.Set{}
 	native := map[string]bool{}
-	if cfg.ConfigFile == "" {
+	file := &config.File{}
+	if cfg.ConfigFile != "" {
+		var err error
+		if file, err = config.LoadFile(cfg.ConfigFile); err != nil {
+			return Backends{}, err
+		}
+	}
+	if len(file.Providers) == 0 {
+		// A file that binds no provider (only search:) changes no model:
+		// the simulated catalog, not vendor ids on the simulated backend.
 		cat := catalog.Simulated()
 		for _, p := range cat.Providers {
 			set[p.Key] = simulated.New(p.Key, cfg.SimLatency)
 		}
-		return Backends{Catalog: cat, Providers: set, NativeSearch: native}, nil
-	}
-	file, err := config.LoadFile(cfg.ConfigFile)
-	if err != nil {
-		return Backends{}, err
+		return Backends{Catalog: cat, Providers: set, NativeSearch: native, Search: file.Search}, nil
 	}
 	cat := catalog.Vendor()
 	for i := range cat.Providers {

@@ -9,9 +9,10 @@ import (
 
 // doc is one attached file the simulated model reads: its extracted text,
 // whether it came in the prompt under its heading or with a native
-// attachment.
+// attachment; unseen, a file the prompt says it cannot see.
 type doc struct {
 	name, id, text string
+	unseen         bool
 }
 
 // Markers of the files block the modes put before a call's text.
@@ -37,8 +38,11 @@ func attached(input string, atts []providers.Attachment) ([]doc, string) {
 		}
 		id, how, _ := strings.Cut(idPart, ")")
 		ids[name] = id
-		if strings.HasPrefix(how, ", as extracted text") {
+		switch {
+		case strings.HasPrefix(how, ", as extracted text"):
 			docs = append(docs, doc{name: name, id: id, text: text})
+		case strings.HasPrefix(how, " is not visible to you"):
+			docs = append(docs, doc{name: name, id: id, unseen: true})
 		}
 	}
 	for _, a := range atts {
@@ -75,11 +79,17 @@ func fromFiles(question string, docs []doc) []struct {
 	return out
 }
 
-// fileLines are the answer lines a question's files call for.
+// fileLines are the answer lines a question's files call for, and one for
+// each file the model was told it cannot see.
 func fileLines(question string, docs []doc) string {
 	var b strings.Builder
 	for _, f := range fromFiles(question, docs) {
 		fmt.Fprintf(&b, "- from %s: %s\n", f.doc.name, f.sentence)
+	}
+	for _, d := range docs {
+		if d.unseen {
+			fmt.Fprintf(&b, "- I cannot see %s, which is attached, so this answer does not use it\n", d.name)
+		}
 	}
 	return b.String()
 }
