@@ -80,13 +80,13 @@ func (m *Models) complete(ctx context.Context, ref *events.ModelRef, req *provid
 func (m *Models) backend(ctx context.Context, ref *events.ModelRef) (providers.Provider, error) {
 	if ref.CustomModel != "" {
 		if m.Custom == nil {
-			return nil, &providers.Error{Class: providers.ClassBadRequest, Message: "no customer-owned model can run here: " + ref.CustomModel}
+			return nil, providers.Unusable("no customer-owned model can run here: %s", ref.CustomModel)
 		}
 		return m.Custom(ctx, *ref)
 	}
 	p, ok := m.Providers[ref.Provider]
 	if !ok {
-		return nil, &providers.Error{Class: providers.ClassBadRequest, Message: "no backend is configured for " + ref.Provider}
+		return nil, providers.Unusable("no backend is configured for %s", ref.Provider)
 	}
 	return p, nil
 }
@@ -132,7 +132,7 @@ func (m *Models) askFiles(ctx context.Context, j *job, ref events.ModelRef, purp
 		raw = json.RawMessage(resp.Text)
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return meter{}, &providers.Error{Class: providers.ClassInvalidOutput, Message: fmt.Sprintf("the output is not the %s JSON: %v", schema.Name, err)}
+		return meter{}, &providers.Error{Class: providers.ClassSchemaMismatch, Message: fmt.Sprintf("the output is not the %s JSON: %v", schema.Name, err)}
 	}
 	return m.meter(ref, resp), nil
 }

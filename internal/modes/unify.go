@@ -90,7 +90,7 @@ func (u *Unify) synthesize(ctx context.Context, prompt string, answers []events.
 		return events.Synthesized{}, err
 	}
 	if strings.TrimSpace(out.Answer) == "" {
-		return events.Synthesized{}, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the answer is empty"}
+		return events.Synthesized{}, &providers.Error{Class: providers.ClassEmpty, Message: "the answer is empty"}
 	}
 	if out.Conflicts == nil {
 		out.Conflicts = []events.Conflict{}

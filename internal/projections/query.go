@@ -214,7 +214,7 @@ func (d *QueryDoc) Apply(r events.Record) {
 	case events.ModelFailed:
 		if m := res.model(e.Model); m != nil {
 			m.Status, m.LatencyMS = ModelFailed, e.LatencyMS
-			m.Error = &ModelError{Class: e.Class, Message: e.Message, UpstreamStatus: e.UpstreamStatus}
+			m.Error = &ModelError{Class: events.CurrentClass(e.Class, e.Message), Message: e.Message, UpstreamStatus: e.UpstreamStatus}
 		}
 		res.advanceModels()
 	case events.ProgressReported:
@@ -313,9 +313,9 @@ func Describe(r events.Record) string {
 	case events.ModelAnswered:
 		return fmt.Sprintf("%s answered (%s)", e.Model.Key(), e.Model.ModelID)
 	case events.ModelFailed:
-		return fmt.Sprintf("%s failed (%s)", e.Model.Key(), e.Class)
+		return fmt.Sprintf("%s failed (%s)", e.Model.Key(), events.CurrentClass(e.Class, e.Message))
 	case events.ModelRetried:
-		return fmt.Sprintf("%s attempt %d failed (%s); retrying in %.1fs", e.Model.Key(), e.Attempt, e.Class, float64(e.RetryInMS)/1000)
+		return fmt.Sprintf("%s attempt %d failed (%s); retrying in %.1fs", e.Model.Key(), e.Attempt, events.CurrentClass(e.Class, e.Message), float64(e.RetryInMS)/1000)
 	case events.ProgressReported:
 		return e.Message
 	case events.Synthesized:
