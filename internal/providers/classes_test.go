@@ -93,3 +93,17 @@ func TestFinished(t *testing.T) {
 		}
 	}
 }
+
+// FuzzContextRefusal: any host message is read without a panic, and the
+// numbers it gives are positive.
+func FuzzContextRefusal(f *testing.F) {
+	f.Add("exceed_context_size_error", "request (1321 tokens) exceeds the available context size (1024 tokens)")
+	f.Add("", "This model's maximum context length is 16384 tokens. However, you requested 122946 tokens (112946 in the messages, 10000 in the completion).")
+	f.Add("", "prompt is too long: 99999999999999999999999 tokens > 1 maximum")
+	f.Fuzz(func(t *testing.T, code, message string) {
+		prompt, window, _ := ContextRefusal(code, message)
+		if prompt < 0 || window < 0 {
+			t.Fatalf("prompt %d window %d", prompt, window)
+		}
+	})
+}

@@ -148,3 +148,26 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+// FuzzParse: whatever a host replies, Parse neither panics nor accepts
+// something that is not a JSON object valid for the schema, and an object
+// it finds is one the reply's text holds.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{`{"answer":"a","conflicts":[]}`, "x ```json\n{\"answer\":\"a\",\"conflicts\":[]}\n``` y", `{"answer":`, "{{{", "```", `{"a":1} {"answer":"b","conflicts":[1]}`} {
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, text string, cut bool) {
+		resp := &Response{Text: text}
+		if cut {
+			resp.Finish = FinishLength
+		}
+		err := Parse(testSchema, resp)
+		if err != nil {
+			return
+		}
+		var obj map[string]any
+		if json.Unmarshal(resp.JSON, &obj) != nil || obj["answer"] == nil || !strings.Contains(text, strings.TrimSpace(string(resp.JSON))) {
+			t.Fatalf("accepted %q from %q", resp.JSON, text)
+		}
+	})
+}
