@@ -15,6 +15,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/egress"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/modes"
+	"github.com/crosscheck/crosscheck/internal/pricing"
 	"github.com/crosscheck/crosscheck/internal/providers"
 	"github.com/crosscheck/crosscheck/internal/providers/registry"
 	"github.com/crosscheck/crosscheck/internal/queries"
@@ -60,10 +61,12 @@ func (m *Main) openBYOM() error {
 		MaxCalls: m.Config.BYOMMaxCalls, MaxCallsPerAccount: m.Config.BYOMMaxCallsPerAccount,
 		// Counted and traced under the provider key of the customers'
 		// models, so that their calls are customer-billed and no
-		// customer's model name becomes a label value.
+		// customer's model name becomes a label value; a host that reports
+		// no usage is counted with the default tokenizer (no catalog row
+		// names one).
 		Calls: func(p providers.Provider) providers.Provider {
 			set := providers.Set{providers.CustomProvider: p}
-			return registry.Calls(set, m.RetryDelays, m.Config.ModelTimeout)[providers.CustomProvider]
+			return registry.Calls(set, m.RetryDelays, m.Config.ModelTimeout, (&pricing.Estimator{}).Tokens, m.Log)[providers.CustomProvider]
 		},
 	}
 	return nil

@@ -97,6 +97,6 @@ func (u *Unify) synthesize(ctx context.Context, prompt string, answers []events.
 	}
 	return events.Synthesized{
 		Model: first.Model, Answer: events.Answer{Text: out.Answer, Conflicts: out.Conflicts},
-		Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros,
+		Usage: mt.Usage, UsageSource: mt.UsageSource, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros,
 	}, nil
 }

@@ -103,7 +103,7 @@ const (
 )
 
 // UsageEstimated marks usage the service counted with its tokenizer.
-const UsageEstimated = "estimated"
+const UsageEstimated = events.UsageEstimated
 
 // Provider is a model backend.
 //
@@ -148,6 +148,11 @@ type Error struct {
 	// too long for its context window said (context_overflow): the prompt's
 	// tokens and the window as it counted them, 0 when it did not say.
 	PromptTokens, ContextWindow int
+	// Usage is what the host processed for a failed call it answered (as
+	// it reported it, or as the service counted it: UsageSource), zero
+	// when it answered none; Metered sets it. It is never charged.
+	Usage       events.Usage
+	UsageSource string
 }
 
 func (e *Error) Error() string {

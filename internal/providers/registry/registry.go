@@ -125,13 +125,17 @@ func Build(ctx context.Context, cfg config.Config, log zerolog.Logger) (Backends
 
 // Calls wraps each backend of set the way a mode calls it: validated
 // structured output (one repair), each attempt retried on retriable
-// failures after delays, each bounded by timeout; every call counted and
-// traced (providers.Metered), with its content in the span only when the
-// operator turned content capture on.
-func Calls(set providers.Set, delays []time.Duration, timeout time.Duration) providers.Set {
+// failures after delays, each bounded by timeout, each answered without
+// usage counted with count (the service's tokenizer for a provider's
+// model) and logged to log; every call counted and traced
+// (providers.Metered), with its content in the span only when the operator
+// turned content capture on.
+func Calls(set providers.Set, delays []time.Duration, timeout time.Duration, count func(provider, model, text string) int, log zerolog.Logger) providers.Set {
 	calls := providers.Set{}
 	for key, p := range set {
-		calls[key] = &providers.Metered{Name: key, CaptureContent: telemetry.CaptureContent(), Provider: &providers.Structured{Provider: &providers.Retry{Provider: p, Delays: delays, Timeout: timeout}}}
+		estimated := &providers.Estimated{Provider: p, Name: key, Log: log,
+			Count: func(model, text string) int { return count(key, model, text) }}
+		calls[key] = &providers.Metered{Name: key, CaptureContent: telemetry.CaptureContent(), Provider: &providers.Structured{Provider: &providers.Retry{Provider: estimated, Delays: delays, Timeout: timeout}}}
 	}
 	return calls
 }
