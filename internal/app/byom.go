@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -63,10 +64,15 @@ func (m *Main) openBYOM() error {
 		// models, so that their calls are customer-billed and no
 		// customer's model name becomes a label value; a host that reports
 		// no usage is counted with the default tokenizer (no catalog row
-		// names one).
-		Calls: func(p providers.Provider) providers.Provider {
+		// names one). Its prompts fit the context window its capabilities
+		// declare (config.DefaultContextWindow when they declare none),
+		// with at most half of it, and config.DefaultMaxOutputTokens, of
+		// output.
+		Calls: func(p providers.Provider, caps events.Capabilities) providers.Provider {
 			set := providers.Set{providers.CustomProvider: p}
-			return registry.Calls(set, m.RetryDelays, m.Config.ModelTimeout, (&pricing.Estimator{}).Tokens, m.Log)[providers.CustomProvider]
+			window := cmp.Or(caps.ContextWindow, config.DefaultContextWindow)
+			limits := func(string, string) (int, int) { return window, min(config.DefaultMaxOutputTokens, window/2) }
+			return registry.Calls(set, m.RetryDelays, m.Config.ModelTimeout, (&pricing.Estimator{}).Tokens, limits, m.Log)[providers.CustomProvider]
 		},
 	}
 	return nil

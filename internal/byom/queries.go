@@ -117,7 +117,7 @@ func (s *Service) Provider(ctx context.Context, ref events.ModelRef) (providers.
 		s.slotsOnce.Do(func() { s.slots = newCallSlots(s.MaxCalls, s.MaxCallsPerAccount) })
 		p = bounded{Provider: scrubbed{Provider: p, conn: conn}, slots: s.slots, account: accountID}
 		if s.Calls != nil {
-			p = s.Calls(p)
+			p = s.Calls(p, b.Capabilities)
 		}
 		return p
 	})

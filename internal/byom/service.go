@@ -59,8 +59,9 @@ type Service struct {
 	Keyring  *Keyring
 	Guard    *egress.Guard
 	// Calls wraps a BYOM's backend the way a mode calls every model
-	// (retries, timeouts, validated structured output); nil leaves it bare.
-	Calls       func(providers.Provider) providers.Provider
+	// (retries, timeouts, validated structured output, the budget of its
+	// declared capabilities' context window); nil leaves it bare.
+	Calls       func(providers.Provider, events.Capabilities) providers.Provider
 	TestTimeout time.Duration
 	// MaxCalls bounds the calls to customer-owned models this process makes
 	// at once, MaxCallsPerAccount those of one account (zero:
