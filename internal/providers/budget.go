@@ -44,33 +44,33 @@ func (b *Budget) Complete(ctx context.Context, req *Request) (*Response, error) 
 	if window <= 0 && maxOut <= 0 {
 		return b.Provider.Complete(ctx, req)
 	}
-	fitted, counted := b.fit(req, window, maxOut)
+	fitted, sent := b.fit(req, window, maxOut)
 	resp, err := b.Provider.Complete(ctx, fitted)
 	e, ok := Classified(err)
 	if !ok || e.Class != ClassContextOverflow || window <= 0 || ctx.Err() != nil {
 		return resp, err
 	}
-	retry, _ := b.fit(req, b.tighter(window, counted, e), maxOut)
+	retry, _ := b.fit(req, b.tighter(window, sent, e), maxOut)
 	return b.Provider.Complete(ctx, retry)
 }
 
 // tighter is the window, in Count's tokens, of the retry after a context
-// overflow e of a prompt Count counted as counted tokens.
+// overflow e of a prompt sent that Count counted as sent tokens.
 //
 //go:noinline
-func (b *Budget) tighter(window, counted int, e *Error) int {
+func (b *Budget) tighter(window, sent int, e *Error) int {
 	w := window
 	if e.ContextWindow > 0 && e.ContextWindow < w {
 		w = e.ContextWindow
 	}
-	if e.PromptTokens > counted && counted > 0 {
-		w = int(int64(w) * int64(counted) / int64(e.PromptTokens))
+	if e.PromptTokens > sent && sent > 0 {
+		w = int(int64(w) * int64(sent) / int64(e.PromptTokens))
 	}
 	return max(w-w/10, 1)
 }
 
-// fit returns req fitted into window and maxOut, and the prompt's tokens
-// as Count counted them before any cut.
+// fit returns req fitted into window and maxOut, and the tokens of the
+// prompt it sends, as Count counts them.
 //
 //go:noinline
 func (b *Budget) fit(req *Request, window, maxOut int) (*Request, int) {
@@ -80,7 +80,6 @@ func (b *Budget) fit(req *Request, window, maxOut int) (*Request, int) {
 		out = maxOut
 	}
 	prompt := b.promptTokens(&r)
-	counted := prompt
 	if window > 0 {
 		r.ContextWindow = window
 		keep := MinOutputBudget
@@ -95,7 +94,7 @@ func (b *Budget) fit(req *Request, window, maxOut int) (*Request, int) {
 		}
 	}
 	r.MaxOutputTokens = out
-	return &r, counted
+	return &r, prompt
 }
 
 // promptTokens counts what req sends: its messages, the text of its

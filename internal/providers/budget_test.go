@@ -82,3 +82,25 @@ func TestBudgetRetriesAContextOverflowOnceTighter(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetScalesTheRetryByWhatWasSent: a prompt already cut to the
+// configured window and refused by a host that counts three times as many
+// tokens is cut again in proportion to what was sent, not to the prompt
+// before its first cut.
+func TestBudgetScalesTheRetryByWhatWasSent(t *testing.T) {
+	var prompts []int
+	var b *Budget
+	host := ProviderFunc(func(_ context.Context, req *Request) (*Response, error) {
+		n := b.promptTokens(req)
+		prompts = append(prompts, n)
+		if 3*n > 1024 {
+			return nil, &Error{Class: ClassContextOverflow, Status: 400, PromptTokens: 3 * n, ContextWindow: 1024, Message: "too long"}
+		}
+		return &Response{Text: "ok"}, nil
+	})
+	b = &Budget{Provider: host, Limits: func(string) (int, int) { return 1024, 96 }, Count: words}
+	req := &Request{Model: "m", MaxOutputTokens: 16384, Messages: []Message{{Role: RoleUser, Content: strings.Repeat("evidence ", 6000)}}}
+	if _, err := b.Complete(context.Background(), req); err != nil || len(prompts) != 2 {
+		t.Fatalf("err %v after %d calls (prompts %v): want the retry to fit", err, len(prompts), prompts)
+	}
+}
