@@ -72,6 +72,8 @@ fuzz: ## run each fuzz target for FUZZTIME
 	$(GO) test ./internal/events -run '^$$' -fuzz '^FuzzDecodeSnapshot$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/projections -run '^$$' -fuzz '^FuzzEncodeIsMarshal$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/egress -run '^$$' -fuzz '^FuzzParseAllow$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/providers -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/providers -run '^$$' -fuzz '^FuzzContextRefusal$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/byom -run '^$$' -fuzz '^FuzzParseKeys$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/byom -run '^$$' -fuzz '^FuzzConnectRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./client -run '^$$' -fuzz '^FuzzSSEReader$$' -parallel 1 -fuzztime $(FUZZTIME)

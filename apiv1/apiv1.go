@@ -94,14 +94,18 @@ type QueryCredits struct {
 // ModelResult is one participating model's own answer. Status is pending,
 // answered or failed.
 type ModelResult struct {
-	Provider    string      `json:"provider"`
-	ModelID     string      `json:"model_id"`
-	CustomModel string      `json:"custom_model,omitempty"`
-	Simulated   bool        `json:"simulated"`
-	Status      string      `json:"status"`
-	Answer      string      `json:"answer,omitempty"`
-	Citations   []Citation  `json:"citations"`
-	Usage       *Usage      `json:"usage,omitempty"`
+	Provider    string     `json:"provider"`
+	ModelID     string     `json:"model_id"`
+	CustomModel string     `json:"custom_model,omitempty"`
+	Simulated   bool       `json:"simulated"`
+	Status      string     `json:"status"`
+	Answer      string     `json:"answer,omitempty"`
+	Citations   []Citation `json:"citations"`
+	Usage       *Usage     `json:"usage,omitempty"`
+	// UsageSource is reported (the host reported Usage) or estimated (the
+	// host reported none: the service counted the call with its tokenizer
+	// and charged by that count); absent in older results.
+	UsageSource string      `json:"usage_source,omitempty"`
 	Credits     float64     `json:"credits"`
 	LatencyMS   int64       `json:"latency_ms"`
 	Error       *ModelError `json:"error,omitempty"`
@@ -154,9 +158,12 @@ type Synthesis struct {
 	Provider string `json:"provider"`
 	ModelID  string `json:"model_id"`
 	// CustomModel is the BYOM id of a customer-owned synthesizer.
-	CustomModel string  `json:"custom_model,omitempty"`
-	Simulated   bool    `json:"simulated"`
-	Usage       Usage   `json:"usage"`
+	CustomModel string `json:"custom_model,omitempty"`
+	Simulated   bool   `json:"simulated"`
+	Usage       Usage  `json:"usage"`
+	// UsageSource is as in ModelResult; absent when no call wrote the
+	// answer (a single answer is the answer).
+	UsageSource string  `json:"usage_source,omitempty"`
 	Credits     float64 `json:"credits"`
 	LatencyMS   int64   `json:"latency_ms"`
 }

@@ -227,7 +227,7 @@ func (m *Main) Open(ctx context.Context) error {
 	if err := estimator.LoadTokenizers(); err != nil {
 		m.Log.Warn().Err(err).Msg("pre-flight estimates of these models count one token per four bytes")
 	}
-	models := modes.Models{Providers: registry.Calls(backends, m.RetryDelays, cfg.ModelTimeout), Price: estimator.Cost}
+	models := modes.Models{Providers: registry.Calls(backends, m.RetryDelays, cfg.ModelTimeout, estimator.Tokens, registry.CatalogLimits(m.Catalog), m.Log), Price: estimator.Cost}
 	m.Files = &files.Service{Store: m.Store, Extract: runner, Now: m.Now, Log: m.Log, MaxAccountBytes: int64(m.Config.FilesMaxAccountMB) << 20,
 		MaxUploadsPerDay: m.Config.FilesMaxUploadsPerDay}
 	if m.storeWatch != nil {

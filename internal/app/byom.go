@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/crosscheck/crosscheck/internal/egress"
 	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/modes"
+	"github.com/crosscheck/crosscheck/internal/pricing"
 	"github.com/crosscheck/crosscheck/internal/providers"
 	"github.com/crosscheck/crosscheck/internal/providers/registry"
 	"github.com/crosscheck/crosscheck/internal/queries"
@@ -60,10 +62,17 @@ func (m *Main) openBYOM() error {
 		MaxCalls: m.Config.BYOMMaxCalls, MaxCallsPerAccount: m.Config.BYOMMaxCallsPerAccount,
 		// Counted and traced under the provider key of the customers'
 		// models, so that their calls are customer-billed and no
-		// customer's model name becomes a label value.
-		Calls: func(p providers.Provider) providers.Provider {
+		// customer's model name becomes a label value; a host that reports
+		// no usage is counted with the default tokenizer (no catalog row
+		// names one). Its prompts fit the context window its capabilities
+		// declare (config.DefaultContextWindow when they declare none),
+		// with at most half of it, and config.DefaultMaxOutputTokens, of
+		// output.
+		Calls: func(p providers.Provider, caps events.Capabilities) providers.Provider {
 			set := providers.Set{providers.CustomProvider: p}
-			return registry.Calls(set, m.RetryDelays, m.Config.ModelTimeout)[providers.CustomProvider]
+			window := cmp.Or(caps.ContextWindow, config.DefaultContextWindow)
+			limits := func(string, string) (int, int) { return window, min(config.DefaultMaxOutputTokens, window/2) }
+			return registry.Calls(set, m.RetryDelays, m.Config.ModelTimeout, (&pricing.Estimator{}).Tokens, limits, m.Log)[providers.CustomProvider]
 		},
 	}
 	return nil

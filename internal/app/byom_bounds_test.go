@@ -140,7 +140,7 @@ func TestBYOMCallsInFlightBounded(t *testing.T) {
 }
 
 // A customer-owned model's host that answers with a small gzip body
-// inflating to 64 MiB fails that model (invalid_output) after at most
+// inflating to 64 MiB fails that model (host_error) after at most
 // byom.MaxResponseBytes of it are read; the query goes on with the others.
 func TestBYOMGzipBomb(t *testing.T) {
 	host := newHeldHost(t, true)
@@ -154,7 +154,7 @@ func TestBYOMGzipBomb(t *testing.T) {
 	must(t, res["status"] == "completed", "query: %v %v", res["status"], res["error"])
 	m := modelEntry(res, ids[0])
 	msg, _ := jsonPath(m, "error", "message").(string)
-	must(t, m["status"] == "failed" && jsonPath(m, "error", "class") == "invalid_output" && strings.Contains(msg, "1048576 bytes"),
+	must(t, m["status"] == "failed" && jsonPath(m, "error", "class") == "host_error" && strings.Contains(msg, "1048576 bytes"),
 		"the BYOM: %v", m)
 }
 

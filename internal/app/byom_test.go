@@ -429,7 +429,7 @@ func TestBYOMFailureNoFallback(t *testing.T) {
 	res := h.wait(key, r.json(t)["request_id"].(string), 30*time.Second)
 	must(t, res["status"] == "completed", "mixed: %v", res)
 	m := modelEntry(res, id)
-	must(t, m["status"] == "failed" && jsonPath(m, "error", "class") == "server_error", "BYOM entry: %v", m)
+	must(t, m["status"] == "failed" && jsonPath(m, "error", "class") == "host_error", "BYOM entry: %v", m)
 	must(t, len(res["models"].([]any)) == 5, "models: %v", res["models"])
 
 	r = h.submit(key, map[string]any{"mode": "unify", "prompt": "hi", "models": map[string]any{}, "custom_models": []string{id}})
@@ -462,7 +462,7 @@ func TestBYOMAnswerTooLong(t *testing.T) {
 		must(t, m["status"] == tc.status, "an answer of %d bytes: the BYOM %v, want %s", tc.pad, m["status"], tc.status)
 		if tc.status == "failed" {
 			msg, _ := jsonPath(m, "error", "message").(string)
-			must(t, jsonPath(m, "error", "class") == "invalid_output" && strings.Contains(msg, fmt.Sprint(tc.bound)),
+			must(t, jsonPath(m, "error", "class") == "host_error" && strings.Contains(msg, fmt.Sprint(tc.bound)),
 				"an answer of %d bytes: %v", tc.pad, m["error"])
 		} else {
 			must(t, len(m["answer"].(string)) == tc.pad, "an answer of %d bytes stored as %d", tc.pad, len(m["answer"].(string)))

@@ -291,7 +291,7 @@ func TestChatFailureMidStream(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, withProviders(func() providers.Set {
 		set, _ := testProviders(func(_ string, p *testProvider) {
-			p.fail = &providers.Error{Class: providers.ClassBadRequest, Status: 400, Message: "upstream refused"}
+			p.fail = &providers.Error{Class: providers.ClassHostError, Status: 400, Message: "upstream refused"}
 		})
 		return set
 	}))

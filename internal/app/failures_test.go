@@ -13,12 +13,12 @@ import (
 
 func TestModelFailures(t *testing.T) {
 	t.Parallel()
-	overloaded := &providers.Error{Class: providers.ClassServerError, Status: 503, Message: "upstream overloaded"}
+	overloaded := &providers.Error{Class: providers.ClassHostError, Status: 503, Message: "upstream overloaded"}
 	set, _ := testProviders(func(key string, p *testProvider) {
 		switch key {
 		case catalog.ProviderA:
 			// provider_a synthesizes; it fails only the synthesis of "no synthesis" prompts.
-			p.fail, p.failJSON, p.failWhen = &providers.Error{Class: providers.ClassInvalidOutput, Message: "not JSON"}, true, "no synthesis"
+			p.fail, p.failJSON, p.failWhen = &providers.Error{Class: providers.ClassNotJSON, Message: "not JSON"}, true, "no synthesis"
 		case catalog.ProviderC:
 			p.fail, p.failWhen = overloaded, "c fails"
 		}
@@ -41,7 +41,7 @@ func TestModelFailures(t *testing.T) {
 		must(t, res["status"] == "completed", "status %v", res["status"])
 		m := res["models"].([]any)[2]
 		must(t, jsonPath(m, "provider") == "provider_c" && jsonPath(m, "status") == "failed", "provider_c: %v", m)
-		must(t, jsonPath(m, "error", "class") == "server_error" && jsonPath(m, "error", "upstream_status") == 503.0, "provider_c error: %v", jsonPath(m, "error"))
+		must(t, jsonPath(m, "error", "class") == "host_error" && jsonPath(m, "error", "upstream_status") == 503.0, "provider_c error: %v", jsonPath(m, "error"))
 		must(t, jsonPath(res, "answer", "text") != "", "no answer")
 		for _, c := range jsonPath(res, "answer", "conflicts").([]any) {
 			for _, p := range jsonPath(c, "positions").([]any) {

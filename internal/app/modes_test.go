@@ -267,7 +267,7 @@ func TestJustifyCompletesWithoutAFailedStep(t *testing.T) {
 		set, _ := testProviders(func(key string, p *testProvider) {
 			switch key {
 			case catalog.ProviderC:
-				p.fail, p.failPurpose = &providers.Error{Class: providers.ClassServerError, Status: 500, Message: "upstream down"}, events.StepRevise
+				p.fail, p.failPurpose = &providers.Error{Class: providers.ClassHostError, Status: 500, Message: "upstream down"}, events.StepRevise
 			case catalog.ProviderA:
 				p.garble = events.StepFindDisagreements
 			}
@@ -281,8 +281,8 @@ func TestJustifyCompletesWithoutAFailedStep(t *testing.T) {
 	j := asMap(res["justify"])
 	must(t, len(asList(asMap(asList(j["rounds"])[1])["answers"])) == 3, "round 2 should hold the three revisions")
 	missing := fmt.Sprint(j["missing"])
-	must(t, strings.Contains(missing, "provider_c did not revise") && strings.Contains(missing, "server_error"), "missing %s", missing)
-	must(t, strings.Contains(missing, "provider_a could not extract the disagreements") && strings.Contains(missing, "invalid_output"), "missing %s", missing)
+	must(t, strings.Contains(missing, "provider_c did not revise") && strings.Contains(missing, "host_error"), "missing %s", missing)
+	must(t, strings.Contains(missing, "provider_a could not extract the disagreements") && strings.Contains(missing, "not_json"), "missing %s", missing)
 	must(t, len(asList(j["disagreements"])) == 0 && len(asList(jsonPath(res, "answer", "conflicts"))) == 0, "no disagreements without the extraction")
 	must(t, jsonPath(res, "answer", "text") != "", "no answer")
 }
@@ -482,9 +482,9 @@ func TestFinalAnswerFailureAndAFailedResearch(t *testing.T) {
 		set, _ := testProviders(func(key string, p *testProvider) {
 			switch key {
 			case catalog.ProviderA:
-				p.fail, p.failPurpose = &providers.Error{Class: providers.ClassServerError, Status: 503, Message: "overloaded"}, events.StepRewrite
+				p.fail, p.failPurpose = &providers.Error{Class: providers.ClassHostError, Status: 503, Message: "overloaded"}, events.StepRewrite
 			case catalog.ProviderD:
-				p.fail, p.failPurpose = &providers.Error{Class: providers.ClassAuthentication, Status: 401, Message: "bad key"}, events.StepResearch
+				p.fail, p.failPurpose = &providers.Error{Class: providers.ClassHostError, Status: 401, Message: "bad key"}, events.StepResearch
 			}
 		})
 		return set

@@ -85,7 +85,7 @@ func moved(t *testing.T, before, after scrape, want map[string]float64) {
 // move, under bounded labels; the public address serves no /metrics.
 func TestMetricsMoveWithQueries(t *testing.T) {
 	t.Parallel()
-	refused := &providers.Error{Class: providers.ClassAuthentication, Status: 401, Message: "bad upstream key"}
+	refused := &providers.Error{Class: providers.ClassHostError, Status: 401, Message: "bad upstream key"}
 	set, _ := testProviders(func(key string, p *testProvider) { p.fail, p.failWhen = refused, "every model fails" })
 	h := newHarness(t, withProviders(func() providers.Set { return set }))
 	key := h.newKey()
@@ -103,28 +103,28 @@ func TestMetricsMoveWithQueries(t *testing.T) {
 	after := h.scrape(h.m.AdminURL())
 
 	moved(t, before, after, map[string]float64{
-		"crosscheck_http_requests_total route=/v1/queries method=POST status=202":        2,
-		"crosscheck_http_requests_total route=/v1/queries/{id} method=GET status=200":    2,
-		"crosscheck_http_request_duration_seconds_count route=/v1/queries method=POST":   2,
-		"crosscheck_queries_submitted_total mode=unify":                                  2,
-		"crosscheck_queries_completed_total mode=unify":                                  1,
-		"crosscheck_queries_failed_total mode=unify code=provider_error":                 1,
-		"crosscheck_query_time_to_terminal_seconds_count mode=unify status=completed":    1,
-		"crosscheck_query_time_to_terminal_seconds_count mode=unify status=failed":       1,
-		"crosscheck_query_stage_duration_seconds_count mode=unify stage=running_models":  2,
-		"crosscheck_model_calls_total provider=provider_a purpose=answer outcome=ok":     1,
-		"crosscheck_model_calls_total provider=provider_a purpose=synthesis outcome=ok":  1,
-		"crosscheck_model_calls_total provider=provider_b outcome=failed_authentication": 1,
-		"crosscheck_model_call_duration_seconds_count provider=provider_b":               2,
-		"crosscheck_model_tokens_total provider=provider_a direction=input":              1,
-		"crosscheck_model_tokens_total provider=provider_a direction=output":             1,
-		"crosscheck_model_credits_charged_total provider=provider_a":                     1e-6,
-		"crosscheck_ledger_reservations_total":                                           2,
-		"crosscheck_ledger_settlements_total":                                            2,
-		"crosscheck_ledger_credits_charged_total":                                        1e-6,
-		"crosscheck_ledger_credits_released_total":                                       1e-6,
-		"crosscheck_eventstore_append_duration_seconds_count aggregate=query":            8,
-		"crosscheck_eventstore_append_duration_seconds_count aggregate=account":          4,
+		"crosscheck_http_requests_total route=/v1/queries method=POST status=202":       2,
+		"crosscheck_http_requests_total route=/v1/queries/{id} method=GET status=200":   2,
+		"crosscheck_http_request_duration_seconds_count route=/v1/queries method=POST":  2,
+		"crosscheck_queries_submitted_total mode=unify":                                 2,
+		"crosscheck_queries_completed_total mode=unify":                                 1,
+		"crosscheck_queries_failed_total mode=unify code=provider_error":                1,
+		"crosscheck_query_time_to_terminal_seconds_count mode=unify status=completed":   1,
+		"crosscheck_query_time_to_terminal_seconds_count mode=unify status=failed":      1,
+		"crosscheck_query_stage_duration_seconds_count mode=unify stage=running_models": 2,
+		"crosscheck_model_calls_total provider=provider_a purpose=answer outcome=ok":    1,
+		"crosscheck_model_calls_total provider=provider_a purpose=synthesis outcome=ok": 1,
+		"crosscheck_model_calls_total provider=provider_b outcome=failed_host_error":    1,
+		"crosscheck_model_call_duration_seconds_count provider=provider_b":              2,
+		"crosscheck_model_tokens_total provider=provider_a direction=input":             1,
+		"crosscheck_model_tokens_total provider=provider_a direction=output":            1,
+		"crosscheck_model_credits_charged_total provider=provider_a":                    1e-6,
+		"crosscheck_ledger_reservations_total":                                          2,
+		"crosscheck_ledger_settlements_total":                                           2,
+		"crosscheck_ledger_credits_charged_total":                                       1e-6,
+		"crosscheck_ledger_credits_released_total":                                      1e-6,
+		"crosscheck_eventstore_append_duration_seconds_count aggregate=query":           8,
+		"crosscheck_eventstore_append_duration_seconds_count aggregate=account":         4,
 	})
 	for _, name := range []string{"crosscheck_worker_jobs_running", "crosscheck_http_requests_in_flight",
 		"crosscheck_sse_streams_open", "go_goroutines", "process_resident_memory_bytes"} {

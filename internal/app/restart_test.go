@@ -170,7 +170,7 @@ func TestReadModelRebuildsToIdenticalBytes(t *testing.T) {
 	t.Parallel()
 	set, _ := testProviders(func(key string, p *testProvider) {
 		if key == catalog.ProviderC {
-			p.fail, p.failWhen = &providers.Error{Class: providers.ClassServerError, Status: 503, Message: "upstream overloaded"}, "flaky"
+			p.fail, p.failWhen = &providers.Error{Class: providers.ClassHostError, Status: 503, Message: "upstream overloaded"}, "flaky"
 		}
 	})
 	h := newHarness(t, withProviders(func() providers.Set { return set }))

@@ -420,6 +420,9 @@ func checkQuery(ctx context.Context, store *eventstore.Store, rep *Report, req s
 			rep.problem("query %s: debit of call %s does not match the usage or the cost the query recorded for it", req, c.ID)
 		}
 	}
+	for _, c := range q.Uncharged {
+		rep.problem("query %s: model call %s (%s, %s) returned output but records no usage: it was charged nothing", req, c.ID, c.Model.Key(), c.Step)
+	}
 	for id := range m.debits {
 		if _, ok := calls[id]; !ok {
 			rep.problem("query %s: debit for call %s, which the query did not record", req, id)

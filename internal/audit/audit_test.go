@@ -653,3 +653,38 @@ func TestSnapshotFoldsReversalsAndCancellationCharges(t *testing.T) {
 		t.Fatalf("audit of a snapshot past a reversal and a cancellation charge (%d checked):\n%s", rep.Snapshots, f.report(rep))
 	}
 }
+
+// TestAuditFindsCallsWithOutputChargedNothing: a call that returned output
+// and records no usage was charged nothing (a host that sent no usage,
+// before the service counted such calls): the audit names it; the same
+// call with its usage estimated, and a synthesis no call wrote (the only
+// answer is the answer), pass.
+func TestAuditFindsCallsWithOutputChargedNothing(t *testing.T) {
+	f := newFixture(t)
+	view, err := f.led.Accounts.CreateAccount(f.ctx, "usage", events.PlanFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := view.ID
+	free, counted := "req_01M8000000000000000000000Z", "req_01M8000000000000000000000E"
+	for _, c := range []struct {
+		id string
+		ev []events.Event
+	}{
+		{free, []events.Event{events.ModelAnswered{Model: model, Answer: "an answer", UsageSource: events.UsageReported},
+			events.Synthesized{Model: model, Answer: events.Answer{Text: "an answer"}}}},
+		{counted, []events.Event{events.ModelAnswered{Model: model, Answer: "an answer", Usage: events.Usage{InputTokens: 9, OutputTokens: 3}, UsageSource: events.UsageEstimated,
+			CostMicros: f.led.Estimator.Cost(model, events.Usage{InputTokens: 9, OutputTokens: 3})},
+			events.Synthesized{Model: model, Answer: events.Answer{Text: "an answer"}}}},
+	} {
+		if err := f.led.Reserve(f.ctx, acct, c.id, events.MicrosPerCredit, false); err != nil {
+			t.Fatal(err)
+		}
+		q := f.query(c.id, append([]events.Event{events.QuerySubmitted{RequestID: c.id, AccountID: acct, Mode: "unify", Prompt: "p", Models: []events.ModelRef{model}}}, c.ev...)...)
+		f.settle(acct, c.id, q)
+	}
+	rep := f.audit()
+	if out := f.report(rep); rep.OK() || !strings.Contains(out, free+": model call") || !strings.Contains(out, "charged nothing") || strings.Contains(out, counted) {
+		t.Fatalf("the audit of a call with output and no usage:\n%s", out)
+	}
+}

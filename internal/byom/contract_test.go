@@ -37,6 +37,7 @@ func (a *azure) Provider(t *testing.T) providers.Provider {
 
 func (a *azure) Supports(string) bool { return true }
 func (a *azure) Citations() bool      { return false }
+func (a *azure) Wire() string         { return contract.WireChat }
 
 func (a *azure) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := a.Receive(r)
@@ -60,9 +61,28 @@ func (a *azure) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-a.Done:
 		}
 	case contract.KindStatus:
+		if s.Body != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(s.Status)
+			_, _ = w.Write([]byte(s.Body))
+			return
+		}
 		openaitest.WriteError(w, s.Status, s.Message, s.RetryAfter)
 	case contract.KindJSON:
 		openaitest.WriteJSON(w, completion(s.JSON, s.Usage))
+	case contract.KindCut:
+		content := s.Text
+		if a.LastBody()["response_format"] != nil && s.JSON != "" {
+			content = s.JSON
+		}
+		res := completion(content, s.Usage)
+		res["choices"].([]any)[0].(map[string]any)["finish_reason"] = "length"
+		openaitest.WriteJSON(w, res)
+	case contract.KindRefusal:
+		res := completion("", s.Usage)
+		msg := res["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)
+		msg["content"], msg["refusal"] = nil, s.Text
+		openaitest.WriteJSON(w, res)
 	case contract.KindToolCall:
 		if a.LastBody()["tools"] == nil {
 			openaitest.WriteError(w, http.StatusBadRequest, "the request offers no tools", 0)
@@ -80,7 +100,11 @@ func (a *azure) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		msg["tool_calls"] = calls
 		openaitest.WriteJSON(w, res)
 	default:
-		openaitest.WriteJSON(w, completion(s.Text, s.Usage))
+		res := completion(s.Text, s.Usage)
+		if s.NoUsage {
+			delete(res, "usage")
+		}
+		openaitest.WriteJSON(w, res)
 	}
 }
 

@@ -72,13 +72,13 @@ func WithAccount(ctx context.Context, accountID string) context.Context {
 // ref's model through, wrapped by Calls; each attempt of a call takes one
 // of the account's and of the process's call slots (MaxCalls,
 // MaxCallsPerAccount) first. A model that is no longer usable,
-// or whose key this process cannot decrypt, gives a bad_request
+// or whose key this process cannot decrypt, gives a final host_error
 // providers.Error that says so: the query records that model as failed,
 // and nothing runs in its place.
 func (s *Service) Provider(ctx context.Context, ref events.ModelRef) (providers.Provider, error) {
 	accountID, _ := ctx.Value(accountKey{}).(string)
 	fail := func(format string, args ...any) (providers.Provider, error) {
-		return nil, &providers.Error{Class: providers.ClassBadRequest, Message: fmt.Sprintf(format, args...)}
+		return nil, providers.Unusable(format, args...)
 	}
 	if accountID == "" {
 		return fail("the account of %s is not known to this run", ref.CustomModel)
@@ -117,7 +117,7 @@ func (s *Service) Provider(ctx context.Context, ref events.ModelRef) (providers.
 		s.slotsOnce.Do(func() { s.slots = newCallSlots(s.MaxCalls, s.MaxCallsPerAccount) })
 		p = bounded{Provider: scrubbed{Provider: p, conn: conn}, slots: s.slots, account: accountID}
 		if s.Calls != nil {
-			p = s.Calls(p)
+			p = s.Calls(p, b.Capabilities)
 		}
 		return p
 	})
@@ -140,7 +140,7 @@ type scrubbed struct {
 
 // Complete runs the call; an upstream *providers.Error comes back with its
 // message scrubbed, any other error (the context's) as it is. An answer of
-// more than MaxAnswerBytes fails the call (invalid_output): the host chose
+// more than MaxAnswerBytes fails the call (a final host_error): the host chose
 // its length, a first-party call that reads it would pay for it, and an
 // answer too large for an event could not be recorded at all.
 func (s scrubbed) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
@@ -152,7 +152,7 @@ func (s scrubbed) Complete(ctx context.Context, req *providers.Request) (*provid
 		return resp, &cp
 	}
 	if n := answerBytes(resp); err == nil && n > MaxAnswerBytes {
-		return &providers.Response{Usage: resp.Usage, Latency: resp.Latency}, &providers.Error{Class: providers.ClassInvalidOutput,
+		return &providers.Response{Usage: resp.Usage, Latency: resp.Latency}, &providers.Error{Class: providers.ClassHostError, Final: true,
 			Message: fmt.Sprintf("the answer has %d bytes; a customer-owned model's answer may have at most %d", n, MaxAnswerBytes)}
 	}
 	return resp, err

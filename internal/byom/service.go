@@ -59,8 +59,9 @@ type Service struct {
 	Keyring  *Keyring
 	Guard    *egress.Guard
 	// Calls wraps a BYOM's backend the way a mode calls every model
-	// (retries, timeouts, validated structured output); nil leaves it bare.
-	Calls       func(providers.Provider) providers.Provider
+	// (retries, timeouts, validated structured output, the budget of its
+	// declared capabilities' context window); nil leaves it bare.
+	Calls       func(providers.Provider, events.Capabilities) providers.Provider
 	TestTimeout time.Duration
 	// MaxCalls bounds the calls to customer-owned models this process makes
 	// at once, MaxCallsPerAccount those of one account (zero:
@@ -524,7 +525,7 @@ func (s *Service) test(ctx context.Context, c Connection) *failure {
 	ctx = context.WithValue(ctx, answeredKey{}, answered)
 	p, err := s.backend(ctx, c)
 	if err != nil {
-		return &failure{class: providers.ClassBadRequest, message: scrub(err.Error(), c)}
+		return &failure{class: providers.ClassHostError, message: scrub(err.Error(), c)}
 	}
 	_, err = p.Complete(ctx, &providers.Request{
 		Model: c.Model, Purpose: events.StepAnswer, MaxOutputTokens: 16,
@@ -536,8 +537,8 @@ func (s *Service) test(ctx context.Context, c Connection) *failure {
 	e := providers.Classify(err)
 	excerpt := scrub(e.Message, c)
 	switch {
-	case e.Class == providers.ClassAuthentication || e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
-		return &failure{class: providers.ClassAuthentication, message: fmt.Sprintf("the host rejected the API key (HTTP %d): check api_key", e.Status)}
+	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
+		return &failure{class: "authentication", message: fmt.Sprintf("the host rejected the API key (HTTP %d): check api_key", e.Status)}
 	case e.Status == http.StatusNotFound:
 		return &failure{class: "model_not_found", message: fmt.Sprintf("the host does not know the model %q (HTTP 404): check model and base_url", truncate(c.Model))}
 	case strings.Contains(e.Message, egress.ErrRefused.Error()):

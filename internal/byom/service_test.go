@@ -87,8 +87,8 @@ func TestAnswerBound(t *testing.T) {
 			switch {
 			case !tc.fail && err != nil:
 				t.Fatalf("refused: %v", err)
-			case tc.fail && (!errors.As(err, &pe) || pe.Class != providers.ClassInvalidOutput):
-				t.Fatalf("got %v, want invalid_output", err)
+			case tc.fail && (!errors.As(err, &pe) || pe.Class != providers.ClassHostError || pe.Retriable()):
+				t.Fatalf("got %v, want a final host_error", err)
 			case tc.fail && (resp == nil || resp.Text != "" || len(resp.ToolCalls) != 0):
 				t.Fatalf("the refused answer came back: %d bytes", answerBytes(resp))
 			}

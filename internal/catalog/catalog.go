@@ -46,6 +46,11 @@ type Model struct {
 	ExpectedOutput int `json:"-"`
 	// Upstream is the vendor's name for the model; empty means the model_id.
 	Upstream string `json:"-"`
+	// ContextWindow is the model's context window in tokens (prompt and
+	// output together); MaxOutput the most output tokens it writes in one
+	// call. Every call's prompt is fitted into them (providers.Budget).
+	ContextWindow int `json:"-"`
+	MaxOutput     int `json:"-"`
 	// Reads is what the model reads natively besides text. A file of a kind
 	// it does not read reaches it as its extracted text, or, for an image,
 	// as a note that the image is not visible to it.
@@ -198,7 +203,8 @@ func Simulated() *Catalog {
 	family := func(key, fam, name string, budgets, premiums []string) Provider {
 		p := Provider{Key: key, Backend: BackendSimulated}
 		model := func(suffix, label, tier string) Model {
-			m := Model{ID: fam + "-" + suffix, Name: name + " " + label + " (simulated)", Tier: tier, Pricing: priced(tier), ExpectedOutput: 60}
+			m := Model{ID: fam + "-" + suffix, Name: name + " " + label + " (simulated)", Tier: tier, Pricing: priced(tier), ExpectedOutput: 60,
+				ContextWindow: 128_000, MaxOutput: 16_384}
 			if key == ProviderA {
 				m.Tokenizer = "o200k_base" // provider_a plays an OpenAI-family model
 			}
@@ -246,34 +252,35 @@ func title(s string) string { return string(s[0]-'a'+'A') + s[1:] }
 func Vendor() *Catalog {
 	all := Reads{Images: true, PDF: true}
 	inline := Reads{Images: true, PDF: true, InlineBytes: GeminiInlineBytes}
-	row := func(id, name, tier, tokenizer string, reads Reads) Model {
-		return Model{ID: id, Name: name, Tier: tier, Default: tier == TierStandard, Pricing: priced(tier), Tokenizer: tokenizer, ExpectedOutput: 600, Reads: reads}
+	row := func(id, name, tier, tokenizer string, reads Reads, window, maxOut int) Model {
+		return Model{ID: id, Name: name, Tier: tier, Default: tier == TierStandard, Pricing: priced(tier), Tokenizer: tokenizer, ExpectedOutput: 600, Reads: reads,
+			ContextWindow: window, MaxOutput: maxOut}
 	}
 	const oai = "o200k_base"
 	return &Catalog{Providers: []Provider{
 		{Key: ProviderA, Models: []Model{
-			row("gpt-4.1", "GPT-4.1", TierStandard, oai, all),
-			row("gpt-4.1-mini", "GPT-4.1 mini", TierBudget, oai, all),
-			row("gpt-5", "GPT-5", TierPremium, oai, all),
-			row("o3", "o3", TierPremium, oai, all),
+			row("gpt-4.1", "GPT-4.1", TierStandard, oai, all, 1_047_576, 32_768),
+			row("gpt-4.1-mini", "GPT-4.1 mini", TierBudget, oai, all, 1_047_576, 32_768),
+			row("gpt-5", "GPT-5", TierPremium, oai, all, 400_000, 128_000),
+			row("o3", "o3", TierPremium, oai, all, 200_000, 100_000),
 		}},
 		{Key: ProviderB, Models: []Model{
-			row("claude-sonnet-4-5", "Claude Sonnet 4.5", TierStandard, "", all),
-			row("claude-haiku-4-5", "Claude Haiku 4.5", TierBudget, "", all),
-			row("claude-opus-4-1", "Claude Opus 4.1", TierPremium, "", all),
-			row("claude-opus-4-5", "Claude Opus 4.5", TierPremium, "", all),
+			row("claude-sonnet-4-5", "Claude Sonnet 4.5", TierStandard, "", all, 200_000, 64_000),
+			row("claude-haiku-4-5", "Claude Haiku 4.5", TierBudget, "", all, 200_000, 64_000),
+			row("claude-opus-4-1", "Claude Opus 4.1", TierPremium, "", all, 200_000, 32_000),
+			row("claude-opus-4-5", "Claude Opus 4.5", TierPremium, "", all, 200_000, 64_000),
 		}},
 		{Key: ProviderC, Models: []Model{
-			row("gemini-2.5-flash", "Gemini 2.5 Flash", TierStandard, "", inline),
-			row("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite", TierBudget, "", inline),
-			row("gemini-2.5-pro", "Gemini 2.5 Pro", TierPremium, "", inline),
-			row("gemini-3-pro-preview", "Gemini 3 Pro (preview)", TierPremium, "", inline),
+			row("gemini-2.5-flash", "Gemini 2.5 Flash", TierStandard, "", inline, 1_048_576, 65_536),
+			row("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite", TierBudget, "", inline, 1_048_576, 65_536),
+			row("gemini-2.5-pro", "Gemini 2.5 Pro", TierPremium, "", inline, 1_048_576, 65_536),
+			row("gemini-3-pro-preview", "Gemini 3 Pro (preview)", TierPremium, "", inline, 1_048_576, 65_536),
 		}},
 		{Key: ProviderD, Models: []Model{
-			row("mistral-medium-latest", "Mistral Medium", TierStandard, "", Reads{Images: true}),
-			row("mistral-small-latest", "Mistral Small", TierBudget, "", Reads{Images: true}),
-			row("ministral-8b-latest", "Ministral 8B", TierBudget, "", Reads{}),
-			row("mistral-large-latest", "Mistral Large", TierPremium, "", Reads{}),
+			row("mistral-medium-latest", "Mistral Medium", TierStandard, "", Reads{Images: true}, 128_000, 16_384),
+			row("mistral-small-latest", "Mistral Small", TierBudget, "", Reads{Images: true}, 128_000, 16_384),
+			row("ministral-8b-latest", "Ministral 8B", TierBudget, "", Reads{}, 128_000, 16_384),
+			row("mistral-large-latest", "Mistral Large", TierPremium, "", Reads{}, 128_000, 16_384),
 		}},
 	}}
 }

@@ -86,10 +86,24 @@ type Model struct {
 	OutputPerMillion int64  `yaml:"output_per_million"`
 	Tokenizer        string `yaml:"tokenizer"`
 	ExpectedOutput   int    `yaml:"expected_output_tokens"`
+	// ContextWindow and MaxOutputTokens are the model's context window and
+	// the most output it writes in one call, in tokens; 0 takes
+	// DefaultContextWindow and DefaultMaxOutputTokens.
+	ContextWindow   int `yaml:"context_window"`
+	MaxOutputTokens int `yaml:"max_output_tokens"`
 	// Reads lists what the model reads natively besides text: "images",
 	// "pdf". A file of another kind reaches it as extracted text.
 	Reads []string `yaml:"reads"`
 }
+
+// The context window and maximum output of a catalog row of the
+// configuration file that sets neither: those of a small local model, so
+// that a prompt is cut rather than refused; a host that refuses it still
+// gets it once more, cut to the window it names.
+const (
+	DefaultContextWindow   = 32_768
+	DefaultMaxOutputTokens = 4_096
+)
 
 var providerKeys = map[string]bool{"provider_a": true, "provider_b": true, "provider_c": true, "provider_d": true}
 
@@ -133,6 +147,12 @@ func ParseFile(raw []byte) (*File, error) {
 			}
 			if m.Default {
 				defaults++
+			}
+			if m.ContextWindow < 0 || m.MaxOutputTokens < 0 {
+				errs = append(errs, fmt.Sprintf("providers.%s.models[%d]: context_window and max_output_tokens must not be negative (0 takes the defaults, %d and %d)", key, i, DefaultContextWindow, DefaultMaxOutputTokens))
+			}
+			if w, o := m.ContextWindow, m.MaxOutputTokens; w > 0 && o >= w {
+				errs = append(errs, fmt.Sprintf("providers.%s.models[%d]: max_output_tokens (%d) must be below context_window (%d)", key, i, o, w))
 			}
 			for _, r := range m.Reads {
 				if r != "images" && r != "pdf" {

@@ -29,6 +29,8 @@ providers:
 		"compat without url": "providers:\n  provider_d: {backend: openai-compatible}\n",
 		"two sources":        "providers:\n  provider_a: {backend: openai, api_key_env: A, api_key_file: /k}\n",
 		"two defaults":       "providers:\n  provider_a:\n    backend: openai\n    models: [{model_id: a, tier: standard, default: true}, {model_id: b, tier: budget, default: true}]\n",
+		"negative window":    "providers:\n  provider_a:\n    backend: openai\n    models: [{model_id: a, tier: standard, default: true, context_window: -1}]\n",
+		"output over window": "providers:\n  provider_a:\n    backend: openai\n    models: [{model_id: a, tier: standard, default: true, context_window: 4096, max_output_tokens: 4096}]\n",
 	} {
 		if _, err := ParseFile([]byte(bad)); err == nil || !strings.Contains(err.Error(), "CROSSCHECK_CONFIG") {
 			t.Errorf("%s: err %v", name, err)

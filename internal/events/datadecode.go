@@ -484,7 +484,7 @@ func (r *dataReader) querySubmitted() (e QuerySubmitted) {
 	return e
 }
 
-var modelAnsweredKeys = []string{"model", "answer", "citations", "usage", "latency_ms", "cost_micros"}
+var modelAnsweredKeys = []string{"model", "answer", "citations", "usage", "latency_ms", "cost_micros", "usage_source"}
 
 func (r *dataReader) modelAnswered() (e ModelAnswered) {
 	r.fields(modelAnsweredKeys, func(k int) {
@@ -501,12 +501,14 @@ func (r *dataReader) modelAnswered() (e ModelAnswered) {
 			e.LatencyMS = r.int64()
 		case 5:
 			e.CostMicros = r.int64()
+		case 6:
+			e.UsageSource = r.str()
 		}
 	})
 	return e
 }
 
-var modelFailedKeys = []string{"model", "class", "message", "upstream_status", "latency_ms"}
+var modelFailedKeys = []string{"model", "class", "message", "upstream_status", "latency_ms", "usage", "usage_source"}
 
 func (r *dataReader) modelFailed() (e ModelFailed) {
 	r.fields(modelFailedKeys, func(k int) {
@@ -521,6 +523,11 @@ func (r *dataReader) modelFailed() (e ModelFailed) {
 			e.UpstreamStatus = r.int()
 		case 4:
 			e.LatencyMS = r.int64()
+		case 5:
+			u := r.usage()
+			e.Usage = &u
+		case 6:
+			e.UsageSource = r.str()
 		}
 	})
 	return e
@@ -608,7 +615,7 @@ func (r *dataReader) answer() (a Answer) {
 	return a
 }
 
-var synthesizedKeys = []string{"model", "answer", "usage", "latency_ms", "cost_micros"}
+var synthesizedKeys = []string{"model", "answer", "usage", "latency_ms", "cost_micros", "usage_source"}
 
 func (r *dataReader) synthesized() (e Synthesized) {
 	r.fields(synthesizedKeys, func(k int) {
@@ -623,6 +630,8 @@ func (r *dataReader) synthesized() (e Synthesized) {
 			e.LatencyMS = r.int64()
 		case 4:
 			e.CostMicros = r.int64()
+		case 5:
+			e.UsageSource = r.str()
 		}
 	})
 	return e

@@ -58,6 +58,17 @@ type Usage struct {
 	OutputTokens int `json:"output_tokens"`
 }
 
+// Where a call's usage comes from: the usage_source of the event that
+// records the call. Events of earlier builds have none: their usage is
+// what the host reported.
+const (
+	// UsageReported: the host reported the usage.
+	UsageReported = "reported"
+	// UsageEstimated: the host reported none; the service counted what the
+	// call sent and got with its tokenizer, and charges by that count.
+	UsageEstimated = "estimated"
+)
+
 // Citation is one source a model cited.
 type Citation struct {
 	URL     string `json:"url"`
@@ -154,7 +165,10 @@ type ModelAnswered struct {
 	Answer    string     `json:"answer"`
 	Citations []Citation `json:"citations,omitempty"`
 	Usage     Usage      `json:"usage"`
-	LatencyMS int64      `json:"latency_ms"`
+	// UsageSource says where Usage comes from (UsageReported,
+	// UsageEstimated); empty in events of earlier builds.
+	UsageSource string `json:"usage_source,omitempty"`
+	LatencyMS   int64  `json:"latency_ms"`
 	// CostMicros is the call's metered price: its usage at its model's price.
 	CostMicros int64 `json:"cost_micros"`
 	// ToolCalls are the calls of the query's tools the model proposes.
@@ -168,6 +182,11 @@ type ModelFailed struct {
 	Message        string   `json:"message"`
 	UpstreamStatus int      `json:"upstream_status,omitempty"`
 	LatencyMS      int64    `json:"latency_ms"`
+	// Usage is what the failed call's host processed, as it reported it or
+	// as the service counted it (UsageSource), when the host answered:
+	// never charged to the customer (crosscheck_model_tokens_unbilled_total).
+	Usage       *Usage `json:"usage,omitempty"`
+	UsageSource string `json:"usage_source,omitempty"`
 }
 
 // ModelRetried records a failed attempt of a model call that is retried.
@@ -190,11 +209,15 @@ type ProgressReported struct {
 
 // Synthesized records the synthesizer's one answer and the conflicts it found.
 type Synthesized struct {
-	Model      ModelRef `json:"model"`
-	Answer     Answer   `json:"answer"`
-	Usage      Usage    `json:"usage"`
-	LatencyMS  int64    `json:"latency_ms"`
-	CostMicros int64    `json:"cost_micros"`
+	Model  ModelRef `json:"model"`
+	Answer Answer   `json:"answer"`
+	Usage  Usage    `json:"usage"`
+	// UsageSource says where Usage comes from; empty when no call wrote
+	// the answer (the only answer is the answer) and in events of earlier
+	// builds.
+	UsageSource string `json:"usage_source,omitempty"`
+	LatencyMS   int64  `json:"latency_ms"`
+	CostMicros  int64  `json:"cost_micros"`
 	// ToolCalls are the calls of the query's tools that its answer makes:
 	// the ones the models agreed on (AgreeToolCalls).
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
@@ -374,6 +397,10 @@ type Query struct {
 	// Calls are the model calls that reported usage, identified by the id of
 	// the event that recorded them: what the ledger charges.
 	Calls []Call
+	// Uncharged are the model calls that returned output and record no
+	// usage, so that they were charged nothing (Uncharged): what
+	// `crosscheck audit` reports.
+	Uncharged []Call
 	// Settled is the query's credits_settled, in queries of builds that
 	// appended one.
 	Settled *CreditsSettled
@@ -441,6 +468,9 @@ func (q *Query) Apply(r Record) {
 	q.LastSeq = r.Seq
 	if model, usage, cost, ok := Charged(r.Event); ok {
 		q.Calls = append(q.Calls, Call{ID: r.Envelope.ID, Step: r.Event.EventName(), Model: model, Usage: usage, CostMicros: cost})
+	}
+	if model, ok := Uncharged(r.Event); ok {
+		q.Uncharged = append(q.Uncharged, Call{ID: r.Envelope.ID, Step: r.Event.EventName(), Model: model})
 	}
 	switch e := r.Event.(type) {
 	case QuerySubmitted:
@@ -582,5 +612,6 @@ func (q *Query) Clone() *Query {
 	c.StepFailures = maps.Clone(q.StepFailures)
 	c.Evidence = slices.Clone(q.Evidence)
 	c.Calls = slices.Clone(q.Calls)
+	c.Uncharged = slices.Clone(q.Uncharged)
 	return &c
 }

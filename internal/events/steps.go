@@ -60,6 +60,41 @@ func Charged(ev Event) (model ModelRef, usage Usage, cost int64, ok bool) {
 	return model, usage, cost, answer || usage != (Usage{})
 }
 
+// Uncharged reports whether ev records a model call that returned output
+// with no usage, so that it was charged nothing, and the call's model: an
+// answer with text or tool calls, or another step's call that records
+// where its usage comes from (usage_source, which only a call made has; a
+// synthesis that no call wrote has none). A host that reports no usage is
+// counted with the service's tokenizer (UsageEstimated), so no call
+// recorded since is; an answer of an earlier build may be.
+func Uncharged(ev Event) (ModelRef, bool) {
+	m, metered := ev.(Metered)
+	if !metered {
+		return ModelRef{}, false
+	}
+	model, usage, _ := m.Metering()
+	if usage != (Usage{}) {
+		return ModelRef{}, false
+	}
+	switch e := ev.(type) {
+	case ModelAnswered:
+		return model, e.Answer != "" || len(e.ToolCalls) > 0
+	case Synthesized:
+		return model, e.UsageSource != ""
+	case ModelRevised:
+		return model, e.UsageSource != ""
+	case DisagreementsFound:
+		return model, e.UsageSource != ""
+	case ClaimsExtracted:
+		return model, e.UsageSource != ""
+	case ClaimsMerged:
+		return model, e.UsageSource != ""
+	case ClaimsAssessed:
+		return model, e.UsageSource != ""
+	}
+	return ModelRef{}, false
+}
+
 // Metering returns the answering call.
 func (e ModelAnswered) Metering() (ModelRef, Usage, int64) { return e.Model, e.Usage, e.CostMicros }
 
@@ -73,10 +108,13 @@ type ModelRevised struct {
 	Round  int      `json:"round"`
 	Answer string   `json:"answer"`
 	// Changed is the model's own account of whether it changed its answer.
-	Changed    bool  `json:"changed"`
-	Usage      Usage `json:"usage"`
-	LatencyMS  int64 `json:"latency_ms"`
-	CostMicros int64 `json:"cost_micros"`
+	Changed bool  `json:"changed"`
+	Usage   Usage `json:"usage"`
+	// UsageSource says where Usage comes from (UsageReported,
+	// UsageEstimated); empty in events of earlier builds.
+	UsageSource string `json:"usage_source,omitempty"`
+	LatencyMS   int64  `json:"latency_ms"`
+	CostMicros  int64  `json:"cost_micros"`
 }
 
 // Metering returns the revising call.
@@ -105,6 +143,7 @@ type DisagreementsFound struct {
 	Model         ModelRef       `json:"model"`
 	Disagreements []Disagreement `json:"disagreements"`
 	Usage         Usage          `json:"usage"`
+	UsageSource   string         `json:"usage_source,omitempty"`
 	LatencyMS     int64          `json:"latency_ms"`
 	CostMicros    int64          `json:"cost_micros"`
 }
@@ -125,11 +164,12 @@ type ExtractedClaim struct {
 // ClaimsExtracted records the claims of one model's answer, extracted by
 // that model.
 type ClaimsExtracted struct {
-	Model      ModelRef         `json:"model"`
-	Claims     []ExtractedClaim `json:"claims"`
-	Usage      Usage            `json:"usage"`
-	LatencyMS  int64            `json:"latency_ms"`
-	CostMicros int64            `json:"cost_micros"`
+	Model       ModelRef         `json:"model"`
+	Claims      []ExtractedClaim `json:"claims"`
+	Usage       Usage            `json:"usage"`
+	UsageSource string           `json:"usage_source,omitempty"`
+	LatencyMS   int64            `json:"latency_ms"`
+	CostMicros  int64            `json:"cost_micros"`
 }
 
 // Metering returns the extracting call.
@@ -156,12 +196,13 @@ const (
 // MergedByModel (Model merged them) or MergedByExactText (the merging call
 // failed; claims with the same normalised text were merged).
 type ClaimsMerged struct {
-	Method     string   `json:"method"`
-	Model      ModelRef `json:"model"`
-	Claims     []Claim  `json:"claims"`
-	Usage      Usage    `json:"usage"`
-	LatencyMS  int64    `json:"latency_ms"`
-	CostMicros int64    `json:"cost_micros"`
+	Method      string   `json:"method"`
+	Model       ModelRef `json:"model"`
+	Claims      []Claim  `json:"claims"`
+	Usage       Usage    `json:"usage"`
+	UsageSource string   `json:"usage_source,omitempty"`
+	LatencyMS   int64    `json:"latency_ms"`
+	CostMicros  int64    `json:"cost_micros"`
 }
 
 // Metering returns the merging call.
@@ -190,6 +231,7 @@ type ClaimsAssessed struct {
 	Model       ModelRef     `json:"model"`
 	Assessments []Assessment `json:"assessments"`
 	Usage       Usage        `json:"usage"`
+	UsageSource string       `json:"usage_source,omitempty"`
 	LatencyMS   int64        `json:"latency_ms"`
 	CostMicros  int64        `json:"cost_micros"`
 }
@@ -218,6 +260,11 @@ type StepFailed struct {
 	Class          string    `json:"class"`
 	Message        string    `json:"message"`
 	UpstreamStatus int       `json:"upstream_status,omitempty"`
+	// Usage is what the failed call's host processed, as it reported it or
+	// as the service counted it (UsageSource), when the host answered:
+	// never charged to the customer (crosscheck_model_tokens_unbilled_total).
+	Usage       *Usage `json:"usage,omitempty"`
+	UsageSource string `json:"usage_source,omitempty"`
 }
 
 // Key identifies the failed step within its query.

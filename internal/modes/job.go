@@ -38,9 +38,12 @@ type Models struct {
 
 // meter is what a call reported and cost.
 type meter struct {
-	Usage      events.Usage
-	LatencyMS  int64
-	CostMicros int64
+	Usage events.Usage
+	// UsageSource is events.UsageReported, or events.UsageEstimated when
+	// the host reported no usage and the service counted it.
+	UsageSource string
+	LatencyMS   int64
+	CostMicros  int64
 }
 
 // MaxOutputTokens bounds the output of every model call, reasoning included
@@ -80,13 +83,13 @@ func (m *Models) complete(ctx context.Context, ref *events.ModelRef, req *provid
 func (m *Models) backend(ctx context.Context, ref *events.ModelRef) (providers.Provider, error) {
 	if ref.CustomModel != "" {
 		if m.Custom == nil {
-			return nil, &providers.Error{Class: providers.ClassBadRequest, Message: "no customer-owned model can run here: " + ref.CustomModel}
+			return nil, providers.Unusable("no customer-owned model can run here: %s", ref.CustomModel)
 		}
 		return m.Custom(ctx, *ref)
 	}
 	p, ok := m.Providers[ref.Provider]
 	if !ok {
-		return nil, &providers.Error{Class: providers.ClassBadRequest, Message: "no backend is configured for " + ref.Provider}
+		return nil, providers.Unusable("no backend is configured for %s", ref.Provider)
 	}
 	return p, nil
 }
@@ -97,7 +100,7 @@ func (m *Models) meter(ref events.ModelRef, resp *providers.Response) meter {
 		cost = m.Price(ref, resp.Usage)
 	}
 	countCredits(ref, cost)
-	return meter{Usage: resp.Usage, LatencyMS: resp.Latency.Milliseconds(), CostMicros: cost}
+	return meter{Usage: resp.Usage, UsageSource: providers.SourceOf(resp), LatencyMS: resp.Latency.Milliseconds(), CostMicros: cost}
 }
 
 // ask runs a call that must answer with a JSON object valid for schema and
@@ -132,15 +135,28 @@ func (m *Models) askFiles(ctx context.Context, j *job, ref events.ModelRef, purp
 		raw = json.RawMessage(resp.Text)
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return meter{}, &providers.Error{Class: providers.ClassInvalidOutput, Message: fmt.Sprintf("the output is not the %s JSON: %v", schema.Name, err)}
+		return meter{}, &providers.Error{Class: providers.ClassSchemaMismatch, Message: fmt.Sprintf("the output is not the %s JSON: %v", schema.Name, err),
+			Usage: resp.Usage, UsageSource: providers.SourceOf(resp)}
 	}
 	return m.meter(ref, resp), nil
 }
 
-// stepFailed records why a step of model ref is missing.
+// stepFailed records why a step of model ref is missing, and what the
+// failed call's host processed, if it answered (never charged).
 func stepFailed(step string, ref *events.ModelRef, err error) events.StepFailed {
 	e := providers.Classify(err)
-	return events.StepFailed{Step: step, Model: ref, Class: e.Class, Message: e.Message, UpstreamStatus: e.Status}
+	usage, source := unbilled(e)
+	return events.StepFailed{Step: step, Model: ref, Class: e.Class, Message: e.Message, UpstreamStatus: e.Status, Usage: usage, UsageSource: source}
+}
+
+// unbilled is the usage a failed call's host processed, and its source;
+// nil when it answered none.
+func unbilled(e *providers.Error) (*events.Usage, string) {
+	if e.Usage == (events.Usage{}) {
+		return nil, ""
+	}
+	u := e.Usage
+	return &u, e.UsageSource
 }
 
 // job is one run of a query: the query as recorded so far, this run's
@@ -394,7 +410,7 @@ func (m *Models) writeAnswer(ctx context.Context, ref events.ModelRef, instructi
 		return events.Synthesized{}, err
 	}
 	return events.Synthesized{Model: ref, Answer: events.Answer{Text: out.Answer, Conflicts: conflicts},
-		Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, nil
+		Usage: mt.Usage, UsageSource: mt.UsageSource, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, nil
 }
 
 // answer is a model's plain answer to the question, with the query's files.
@@ -430,7 +446,7 @@ func (m *Models) answered(ref events.ModelRef, resp *providers.Response, err err
 		return failed(ref, resp, err)
 	}
 	mt := m.meter(ref, resp)
-	return events.ModelAnswered{Model: ref, Answer: resp.Text, Citations: resp.Citations, Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros, ToolCalls: resp.ToolCalls}
+	return events.ModelAnswered{Model: ref, Answer: resp.Text, Citations: resp.Citations, Usage: mt.Usage, UsageSource: mt.UsageSource, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros, ToolCalls: resp.ToolCalls}
 }
 
 // failed is the event of a model's failed call: resp as the call returned
@@ -441,5 +457,6 @@ func failed(ref events.ModelRef, resp *providers.Response, err error) events.Mod
 		latency = resp.Latency
 	}
 	e := providers.Classify(err)
-	return events.ModelFailed{Model: ref, Class: e.Class, Message: e.Message, UpstreamStatus: e.Status, LatencyMS: latency.Milliseconds()}
+	usage, source := unbilled(e)
+	return events.ModelFailed{Model: ref, Class: e.Class, Message: e.Message, UpstreamStatus: e.Status, LatencyMS: latency.Milliseconds(), Usage: usage, UsageSource: source}
 }

@@ -170,7 +170,7 @@ func (m *Justify) revise(ctx context.Context, j *job, a events.ModelAnswered, an
 		return stepFailed(events.StepRevise, &ref, err), false
 	}
 	return events.ModelRevised{Model: a.Model, Round: 2, Answer: out.Answer, Changed: out.Changed,
-		Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, true
+		Usage: mt.Usage, UsageSource: mt.UsageSource, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, true
 }
 
 // brands are the names of model families and their vendors that an answer
@@ -248,7 +248,7 @@ func (m *Justify) findDisagreements(ctx context.Context, j *job, answers []event
 		d.Positions = positions
 		found = append(found, d)
 	}
-	return events.DisagreementsFound{Model: ref, Disagreements: found, Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, true
+	return events.DisagreementsFound{Model: ref, Disagreements: found, Usage: mt.Usage, UsageSource: mt.UsageSource, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, true
 }
 
 // conclude has the first model that answered write the answer from the

@@ -177,7 +177,7 @@ func TestResearchUsesNativeSearchWhereEnabled(t *testing.T) {
 				mu.Unlock()
 				return &providers.Response{Text: "Everest is 8,849 m [1].", Usage: events.Usage{InputTokens: 1, OutputTokens: 1}}, nil
 			}
-			return &providers.Response{}, &providers.Error{Class: providers.ClassServerError, Message: "only research here"}
+			return &providers.Response{}, &providers.Error{Class: providers.ClassHostError, Message: "only research here"}
 		})
 	}
 	m := &Verify{Models: Models{Providers: set}, Search: fixedSearch{}, NativeSearch: func(ref events.ModelRef) bool { return ref.Provider == "provider_a" }}
@@ -220,7 +220,7 @@ func TestFailedSynthesisIsRecordedAndNotMadeAgain(t *testing.T) {
 		set[key] = providers.ProviderFunc(func(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 			calls.Add(1)
 			if req.Purpose == events.StepSynthesis {
-				return nil, &providers.Error{Class: providers.ClassServerError, Status: 503, Message: "overloaded"}
+				return nil, &providers.Error{Class: providers.ClassHostError, Status: 503, Message: "overloaded"}
 			}
 			return &providers.Response{Text: "an answer from " + key, Usage: events.Usage{InputTokens: 1, OutputTokens: 1}}, nil
 		})
@@ -243,7 +243,7 @@ func TestFailedSynthesisIsRecordedAndNotMadeAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := events.QueryFailed{Code: "aggregation_failed", Message: "the synthesis failed: provider_a: server_error (upstream status 503): overloaded"}
+	want := events.QueryFailed{Code: "aggregation_failed", Message: "the synthesis failed: provider_a: host_error (upstream status 503): overloaded"}
 	f, ok := recorded[len(recorded)-1].(events.StepFailed)
 	if ending != want || !ok || f.Step != events.StepSynthesis || f.Model == nil || f.Model.Provider != "provider_a" || f.UpstreamStatus != 503 {
 		t.Fatalf("ending %+v, last event %+v; want %+v after the synthesis's step_failed", ending, recorded[len(recorded)-1], want)
@@ -269,7 +269,7 @@ func TestDecided(t *testing.T) {
 		events.QuerySubmitted{RequestID: "req_1", Mode: events.ModeJustify, Prompt: "Which?", Models: []events.ModelRef{a, b}},
 		events.QueryStarted{},
 	}
-	failedA := events.ModelFailed{Model: a, Class: providers.ClassServerError, Message: "down"}
+	failedA := events.ModelFailed{Model: a, Class: providers.ClassHostError, Message: "down"}
 	for _, c := range []struct {
 		name   string
 		evs    []events.Event
@@ -278,11 +278,11 @@ func TestDecided(t *testing.T) {
 		{"a model still to answer", []events.Event{failedA}, nil},
 		{"an answer, not yet written up", []events.Event{failedA, events.ModelAnswered{Model: b, Answer: "x"}}, nil},
 		{"every model failed", []events.Event{failedA, events.ModelFailed{Model: b, Class: providers.ClassTimeout, Message: "slow"}},
-			events.QueryFailed{Code: "provider_error", Message: "every selected model failed: provider_a: server_error; provider_b: timeout"}},
+			events.QueryFailed{Code: "provider_error", Message: "every selected model failed: provider_a: host_error; provider_b: timeout"}},
 		{"the answer written", []events.Event{failedA, events.ModelAnswered{Model: b, Answer: "x"}, events.Synthesized{Model: b}}, events.QueryCompleted{}},
 		{"its writing failed", []events.Event{failedA, events.ModelAnswered{Model: b, Answer: "x"},
-			events.StepFailed{Step: events.StepRewrite, Model: &b, Class: providers.ClassServerError, Message: "down"}},
-			events.QueryFailed{Code: "aggregation_failed", Message: "the final answer failed: provider_b: server_error: down"}},
+			events.StepFailed{Step: events.StepRewrite, Model: &b, Class: providers.ClassHostError, Message: "down"}},
+			events.QueryFailed{Code: "aggregation_failed", Message: "the final answer failed: provider_b: host_error: down"}},
 	} {
 		q := &events.Query{}
 		for _, ev := range append(slices.Clone(base), c.evs...) {

@@ -66,7 +66,7 @@ func runLogged(t *testing.T, mode string, n int, failing string) (*callLog, []ev
 		set[key] = providers.ProviderFunc(func(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 			log.add(req, key)
 			if key == failing {
-				return &providers.Response{}, &providers.Error{Class: providers.ClassServerError, Status: 500, Message: "upstream down"}
+				return &providers.Response{}, &providers.Error{Class: providers.ClassHostError, Status: 500, Message: "upstream down"}
 			}
 			return sim.Complete(ctx, req)
 		})

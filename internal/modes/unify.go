@@ -90,13 +90,13 @@ func (u *Unify) synthesize(ctx context.Context, prompt string, answers []events.
 		return events.Synthesized{}, err
 	}
 	if strings.TrimSpace(out.Answer) == "" {
-		return events.Synthesized{}, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the answer is empty"}
+		return events.Synthesized{}, &providers.Error{Class: providers.ClassEmpty, Message: "the answer is empty"}
 	}
 	if out.Conflicts == nil {
 		out.Conflicts = []events.Conflict{}
 	}
 	return events.Synthesized{
 		Model: first.Model, Answer: events.Answer{Text: out.Answer, Conflicts: out.Conflicts},
-		Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros,
+		Usage: mt.Usage, UsageSource: mt.UsageSource, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros,
 	}, nil
 }

@@ -196,7 +196,7 @@ func (m *Verify) research(ctx context.Context, j *job) error {
 			citations = append(slices.Clone(resp.Citations), citations...)
 		}
 		mt := m.meter(ref, resp)
-		return events.ModelAnswered{Model: ref, Answer: resp.Text, Citations: citations, Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros, ToolCalls: resp.ToolCalls}
+		return events.ModelAnswered{Model: ref, Answer: resp.Text, Citations: citations, Usage: mt.Usage, UsageSource: mt.UsageSource, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros, ToolCalls: resp.ToolCalls}
 	})
 }
 
@@ -288,7 +288,7 @@ func (m *Verify) extract(ctx context.Context, j *job, answers []events.ModelAnsw
 				out.Claims = []events.ExtractedClaim{}
 			}
 			return j.recordOutcome(ctx, events.ClaimsExtracted{Model: a.Model, Claims: out.Claims,
-				Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, true)
+				Usage: mt.Usage, UsageSource: mt.UsageSource, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, true)
 		}); err != nil {
 			return err
 		}
@@ -336,7 +336,7 @@ func (m *Verify) merge(ctx context.Context, j *job, answers []events.ModelAnswer
 			&providers.Schema{Name: SchemaMerged, JSON: MergedSchema}, &out)
 		if err == nil {
 			merged = events.ClaimsMerged{Method: events.MergedByModel, Model: ref, Claims: cleanClaims(out.Claims, known),
-				Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}
+				Usage: mt.Usage, UsageSource: mt.UsageSource, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}
 		} else if ctx.Err() != nil {
 			return ctx.Err()
 		} else if err := j.note(ctx, stepFailed(events.StepMergeClaims, &ref, err)); err != nil {
@@ -625,7 +625,7 @@ func (m *Verify) assess(ctx context.Context, j *job, ref events.ModelRef, claims
 			delete(ids, a.ClaimID)
 		}
 	}
-	return events.ClaimsAssessed{Model: ref, Assessments: kept, Usage: mt.Usage, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, true
+	return events.ClaimsAssessed{Model: ref, Assessments: kept, Usage: mt.Usage, UsageSource: mt.UsageSource, LatencyMS: mt.LatencyMS, CostMicros: mt.CostMicros}, true
 }
 
 // rewrite has the first model that answered rewrite the answer to agree

@@ -225,6 +225,26 @@ func price(m events.ModelRef, model catalog.Model, in, out int) int64 {
 	return model.Pricing.MicroCredits(in, out)
 }
 
+// UsageEncoding is the tiktoken encoding that counts the usage of a call to
+// a model whose catalog row names none (Tokens).
+const UsageEncoding = "o200k_base"
+
+// Tokens counts text's tokens as a call of model (a catalog model id of the
+// provider, or a customer-owned model's name) is charged for them when its
+// host reports no usage: with the model's tiktoken encoding, or
+// UsageEncoding when it names none (or e has no catalog), in time linear in
+// the text's length.
+func (e *Estimator) Tokens(provider, model, text string) int {
+	enc := UsageEncoding
+	if e.Catalog == nil {
+		return countTokens(enc, text)
+	}
+	if m, ok := e.Catalog.Model(provider, model); ok && m.Tokenizer != "" {
+		enc = m.Tokenizer
+	}
+	return countTokens(enc, text)
+}
+
 var (
 	loaderOnce sync.Once
 	encodings  sync.Map // name → *tiktoken.Tiktoken
@@ -292,14 +312,17 @@ func instructionTokens(encoding, text string) int {
 }
 
 // LoadTokenizers loads the tiktoken encoding of every model of the catalog
-// that names one (offline BPE files shipped in the module), so that no
-// estimate pays the load: a process calls it once before it serves. It
+// that names one, and UsageEncoding (offline BPE files shipped in the
+// module), so that no estimate or usage count pays the load: a process calls it once before it serves. It
 // returns an error naming each encoding that cannot be loaded; the
 // estimates of those models approximate one token per four bytes, as they
 // would without the call.
 func (e *Estimator) LoadTokenizers() error {
 	var errs []error
-	seen := map[string]bool{}
+	seen := map[string]bool{UsageEncoding: true}
+	if _, err := loadEncoding(UsageEncoding); err != nil {
+		errs = append(errs, fmt.Errorf("tokenizer %q of the usage counts: %w", UsageEncoding, err))
+	}
 	for _, p := range e.Catalog.Providers {
 		for _, m := range p.Models {
 			if m.Tokenizer == "" || seen[m.Tokenizer] {

@@ -177,3 +177,20 @@ func TestEstimateCountsTheToolsWhereTheyAreSent(t *testing.T) {
 		})
 	}
 }
+
+// TestTokensCountsWithATokenizer: a call whose host reported no usage is
+// counted with the model's tiktoken encoding, or o200k_base for a model
+// that names none (a customer's own among them), never by its bytes.
+func TestTokensCountsWithATokenizer(t *testing.T) {
+	e := &pricing.Estimator{Catalog: catalog.Simulated()}
+	text := strings.Repeat("The Eiffel Tower was completed in 1889 and stands in Paris. ", 20)
+	want := pricing.CountTokens(pricing.UsageEncoding, text)
+	for _, c := range [][2]string{{"provider_a", "sim-alpha-standard"}, {"provider_b", "sim-beta-standard"}, {"custom", "llama-3-8b"}} {
+		if got := e.Tokens(c[0], c[1], text); got != want {
+			t.Errorf("%s/%s: %d tokens, want %d", c[0], c[1], got, want)
+		}
+	}
+	if bytes := (len(text) + 3) / 4; want == bytes {
+		t.Fatalf("%d tokens is the bytes/4 approximation", want)
+	}
+}

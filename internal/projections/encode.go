@@ -86,6 +86,7 @@ func (d *QueryDoc) appendJSON(b []byte) (_ []byte, ok bool) {
 		b = appendModelRef(b, s.Provider, s.ModelID, s.CustomModel, s.Simulated)
 		b = append(b, `,"usage":`...)
 		b = appendUsage(b, s.Usage)
+		b = appendUsageSource(b, s.UsageSource)
 		b = append(b, `,"credits":`...)
 		if b, ok = appendFloat(b, s.Credits); !ok {
 			return b, false
@@ -153,6 +154,7 @@ func appendModel(b []byte, m *ModelResult) (_ []byte, ok bool) {
 		b = append(b, `,"usage":`...)
 		b = appendUsage(b, *m.Usage)
 	}
+	b = appendUsageSource(b, m.UsageSource)
 	b = append(b, `,"credits":`...)
 	if b, ok = appendFloat(b, m.Credits); !ok {
 		return b, false
@@ -228,6 +230,15 @@ func appendCitation(b []byte, c events.Citation) []byte {
 		b = appendString(b, c.Snippet)
 	}
 	return append(b, '}')
+}
+
+// appendUsageSource appends the usage_source field when source is set.
+func appendUsageSource(b []byte, source string) []byte {
+	if source == "" {
+		return b
+	}
+	b = append(b, `,"usage_source":`...)
+	return appendString(b, source)
 }
 
 func appendUsage(b []byte, u events.Usage) []byte {

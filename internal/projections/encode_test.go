@@ -35,10 +35,10 @@ func TestEncodeIsMarshal(t *testing.T) {
 		record(1, events.QuerySubmitted{RequestID: "req_1", AccountID: `acct_"q"`, KeyFingerprint: "abcd&efg", Mode: events.ModeUnify, Models: []events.ModelRef{a, b}, EstimatedMicros: 1_154_375}),
 		record(2, events.QueryStarted{}),
 		record(3, events.ModelAnswered{Model: a, Answer: "line\n\t\"quoted\" <b>&</b> \u2028 é \x01\x7f", Usage: events.Usage{InputTokens: 3, OutputTokens: 38},
-			CostMicros: 77_500, LatencyMS: 12, Citations: []events.Citation{{URL: "https://example.com/?a=1&b=2", Title: "T"}, {URL: "u", Snippet: "s"}}}),
+			UsageSource: events.UsageEstimated, CostMicros: 77_500, LatencyMS: 12, Citations: []events.Citation{{URL: "https://example.com/?a=1&b=2", Title: "T"}, {URL: "u", Snippet: "s"}}}),
 		record(4, events.ModelFailed{Model: b, Class: "timeout", Message: "slow"}),
 		record(5, events.Synthesized{Model: a, Answer: events.Answer{Text: "one", Conflicts: []events.Conflict{{Topic: "figure", Positions: []events.Position{{Model: "provider_a", Position: "68"}}, Resolution: "majority"}}},
-			Usage: events.Usage{InputTokens: 298, OutputTokens: 100}, CostMicros: 1, LatencyMS: 3}),
+			Usage: events.Usage{InputTokens: 298, OutputTokens: 100}, UsageSource: events.UsageReported, CostMicros: 1, LatencyMS: 3}),
 		record(6, events.QueryCompleted{ChargedMicros: ptr(int64(659_000))}),
 	}
 	for i := range recs {
@@ -88,14 +88,14 @@ func FuzzEncodeIsMarshal(f *testing.F) {
 		m := ModelResult{Provider: other, ModelID: id, Simulated: flag, Status: topic, Answer: answer, Credits: credits, LatencyMS: n,
 			Citations: []events.Citation{{URL: answer, Title: topic, Snippet: other}}}
 		if shape&1 != 0 {
-			m.Usage, m.CustomModel, m.Citations = &events.Usage{InputTokens: int(n), OutputTokens: int(unix)}, answer, nil
+			m.Usage, m.UsageSource, m.CustomModel, m.Citations = &events.Usage{InputTokens: int(n), OutputTokens: int(unix)}, topic, answer, nil
 		}
 		d := &QueryDoc{Seq: uint64(unix), AccountID: id, KeyFingerprint: other, Result: Result{
 			RequestID: id, Object: "query", Mode: topic, Status: other, Stage: answer, ProgressPercent: int(n % 101),
 			Models: []ModelResult{m, {}}, Credits: QueryCredits{Estimated: credits}, CreatedAt: at}}
 		if shape&2 != 0 {
 			d.Result.Answer = &events.Answer{Text: answer, Conflicts: []events.Conflict{{Topic: topic, Positions: []events.Position{{Model: id, Position: other}}, Resolution: answer}}}
-			d.Result.Synthesis = &Synthesis{Provider: id, ModelID: other, CustomModel: topic, Simulated: flag, Usage: events.Usage{InputTokens: int(n)}, Credits: -credits, LatencyMS: unix}
+			d.Result.Synthesis = &Synthesis{Provider: id, ModelID: other, CustomModel: topic, Simulated: flag, Usage: events.Usage{InputTokens: int(n)}, UsageSource: answer, Credits: -credits, LatencyMS: unix}
 			d.Result.StartedAt, d.Result.CompletedAt, d.Result.Credits.Charged = &at, &at, &credits
 		}
 		if shape&4 != 0 {

@@ -67,6 +67,11 @@ type ModelResult struct {
 	Answer      string            `json:"answer,omitempty"`
 	Citations   []events.Citation `json:"citations"`
 	Usage       *events.Usage     `json:"usage,omitempty"`
+	// UsageSource says where Usage comes from: reported by the host, or
+	// estimated (counted with the service's tokenizer, and charged by
+	// that count) when the host reported none; absent in the results of
+	// queries answered before it was recorded.
+	UsageSource string `json:"usage_source,omitempty"`
 	// Credits is the metered cost of this model's answer.
 	Credits   float64     `json:"credits"`
 	LatencyMS int64       `json:"latency_ms"`
@@ -104,8 +109,11 @@ type Synthesis struct {
 	CustomModel string       `json:"custom_model,omitempty"`
 	Simulated   bool         `json:"simulated"`
 	Usage       events.Usage `json:"usage"`
-	Credits     float64      `json:"credits"`
-	LatencyMS   int64        `json:"latency_ms"`
+	// UsageSource says where Usage comes from (as in ModelResult); absent
+	// when no call wrote the answer (the only answer is the answer).
+	UsageSource string  `json:"usage_source,omitempty"`
+	Credits     float64 `json:"credits"`
+	LatencyMS   int64   `json:"latency_ms"`
 }
 
 // JustifyResult is the justify block: each model's answer per round, and
@@ -200,7 +208,7 @@ func (d *QueryDoc) Apply(r events.Record) {
 	case events.ModelAnswered:
 		if m := res.model(e.Model); m != nil {
 			usage := e.Usage
-			m.Status, m.Answer, m.Usage, m.LatencyMS = ModelAnswered, e.Answer, &usage, e.LatencyMS
+			m.Status, m.Answer, m.Usage, m.UsageSource, m.LatencyMS = ModelAnswered, e.Answer, &usage, e.UsageSource, e.LatencyMS
 			m.Credits = events.Credits(e.CostMicros)
 			if e.Citations != nil {
 				m.Citations = e.Citations
@@ -214,7 +222,7 @@ func (d *QueryDoc) Apply(r events.Record) {
 	case events.ModelFailed:
 		if m := res.model(e.Model); m != nil {
 			m.Status, m.LatencyMS = ModelFailed, e.LatencyMS
-			m.Error = &ModelError{Class: e.Class, Message: e.Message, UpstreamStatus: e.UpstreamStatus}
+			m.Error = &ModelError{Class: events.CurrentClass(e.Class, e.Message), Message: e.Message, UpstreamStatus: e.UpstreamStatus}
 		}
 		res.advanceModels()
 	case events.ProgressReported:
@@ -225,7 +233,7 @@ func (d *QueryDoc) Apply(r events.Record) {
 		answer := e.Answer
 		res.Answer = &answer
 		res.ToolCalls = e.ToolCalls
-		res.Synthesis = &Synthesis{Provider: e.Model.Provider, ModelID: e.Model.ModelID, CustomModel: e.Model.CustomModel, Simulated: e.Model.Simulated, Usage: e.Usage, LatencyMS: e.LatencyMS, Credits: events.Credits(e.CostMicros)}
+		res.Synthesis = &Synthesis{Provider: e.Model.Provider, ModelID: e.Model.ModelID, CustomModel: e.Model.CustomModel, Simulated: e.Model.Simulated, Usage: e.Usage, UsageSource: e.UsageSource, LatencyMS: e.LatencyMS, Credits: events.Credits(e.CostMicros)}
 		res.advance(events.StageAggregating, 95)
 	case events.CreditsSettled:
 		charged := events.Credits(e.ChargedMicros)
@@ -313,9 +321,9 @@ func Describe(r events.Record) string {
 	case events.ModelAnswered:
 		return fmt.Sprintf("%s answered (%s)", e.Model.Key(), e.Model.ModelID)
 	case events.ModelFailed:
-		return fmt.Sprintf("%s failed (%s)", e.Model.Key(), e.Class)
+		return fmt.Sprintf("%s failed (%s)", e.Model.Key(), events.CurrentClass(e.Class, e.Message))
 	case events.ModelRetried:
-		return fmt.Sprintf("%s attempt %d failed (%s); retrying in %.1fs", e.Model.Key(), e.Attempt, e.Class, float64(e.RetryInMS)/1000)
+		return fmt.Sprintf("%s attempt %d failed (%s); retrying in %.1fs", e.Model.Key(), e.Attempt, events.CurrentClass(e.Class, e.Message), float64(e.RetryInMS)/1000)
 	case events.ProgressReported:
 		return e.Message
 	case events.Synthesized:

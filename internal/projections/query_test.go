@@ -3,6 +3,7 @@ package projections
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,5 +113,36 @@ func TestUnifyOldAndNewEventsFoldAlike(t *testing.T) {
 	b, _ := json.Marshal(older.Result)
 	if !bytes.Equal(a, b) || newer.Result.Credits.Charged == nil || *newer.Result.Credits.Charged != 0.3 {
 		t.Fatalf("the results differ or carry no charge:\n this build:    %s\n earlier build: %s", a, b)
+	}
+}
+
+// TestEarlierClassesReadAsToday: a query recorded by an earlier build, with
+// the failure classes of that build, reads with today's classes in its
+// result (the models' errors, the missing steps) and its progress messages.
+func TestEarlierClassesReadAsToday(t *testing.T) {
+	refs := []events.ModelRef{{Provider: "provider_a", ModelID: "m"}, {Provider: "provider_b", ModelID: "n"}, {Provider: "provider_c", ModelID: "o"}}
+	failedB := events.ModelFailed{Model: refs[1], Class: "bad_request", Message: "request (1321 tokens) exceeds the available context size (1024 tokens)", UpstreamStatus: 400}
+	retried := events.ModelRetried{Model: refs[2], Attempt: 1, Class: "server_error", Message: "boom", UpstreamStatus: 503, RetryInMS: 1000}
+	d := FoldQuery([]events.Record{
+		record(1, events.QuerySubmitted{RequestID: "req_1", Mode: events.ModeJustify, Models: refs}),
+		record(2, events.QueryStarted{}),
+		record(3, events.ModelAnswered{Model: refs[0], Answer: "a"}),
+		record(4, failedB),
+		record(5, retried),
+		record(6, events.ModelFailed{Model: refs[2], Class: "server_error", Message: "boom", UpstreamStatus: 503}),
+		record(7, events.StepFailed{Step: events.StepRevise, Model: &refs[0], Class: "invalid_output", Message: "the answer hit the output token limit"}),
+	})
+	res := d.Result
+	if e := res.Models[1].Error; e == nil || e.Class != events.ClassContextOverflow {
+		t.Errorf("provider_b's error %+v, want context_overflow", e)
+	}
+	if e := res.Models[2].Error; e == nil || e.Class != events.ClassHostError {
+		t.Errorf("provider_c's error %+v, want host_error", e)
+	}
+	if len(res.Justify.Missing) != 1 || !strings.Contains(res.Justify.Missing[0], "(output_limit: ") {
+		t.Errorf("missing %q, want the revise step's output_limit", res.Justify.Missing)
+	}
+	if got := Describe(record(5, retried)); !strings.Contains(got, "(host_error)") {
+		t.Errorf("progress message %q, want host_error", got)
 	}
 }

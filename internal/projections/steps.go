@@ -114,7 +114,7 @@ func StepFailure(e events.StepFailed) string {
 	if what == "" {
 		what = "failed at step " + e.Step
 	}
-	return fmt.Sprintf("%s %s (%s: %s)", who, what, e.Class, e.Message)
+	return fmt.Sprintf("%s %s (%s: %s)", who, what, events.CurrentClass(e.Class, e.Message), e.Message)
 }
 
 func searchFailure(e events.EvidenceRetrieved) string {

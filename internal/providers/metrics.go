@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/crosscheck/crosscheck/internal/events"
 	"github.com/crosscheck/crosscheck/internal/metrics"
 	"github.com/crosscheck/crosscheck/internal/telemetry"
 )
@@ -47,6 +48,14 @@ var (
 		Name: "crosscheck_model_calls_customer_billed_total",
 		Help: "Model calls billed to the customer's own provider account (BYOM), by outcome; they cost no credits.",
 	}, []string{"outcome"})
+	usageEstimated = metrics.With().NewCounterVec(prometheus.CounterOpts{
+		Name: "crosscheck_model_usage_estimated_total",
+		Help: "Model calls whose host reported no usage, counted with the service's tokenizer instead, by provider and model.",
+	}, []string{"provider", "model"})
+	tokensUnbilled = metrics.With().NewCounterVec(prometheus.CounterOpts{
+		Name: "crosscheck_model_tokens_unbilled_total",
+		Help: "Tokens (input and output) of model calls that failed after the host answered them: what a vendor may bill the service and the customer is not charged, by provider and model.",
+	}, []string{"provider", "model"})
 )
 
 // ModelLabel is the model label value of a call: the catalog model id,
@@ -142,6 +151,14 @@ func (m *Metered) finish(ctx context.Context, span trace.Span, model, purpose st
 			class = "cancelled"
 		}
 		outcome = "failed_" + class
+		if resp != nil && resp.Usage != (events.Usage{}) {
+			// A failed call is never charged; what its host processed is
+			// the service's, and its failure records it.
+			tokensUnbilled.WithLabelValues(m.Name, model).Add(float64(resp.Usage.InputTokens + resp.Usage.OutputTokens))
+			if e, ok := Classified(err); ok {
+				e.Usage, e.UsageSource = resp.Usage, SourceOf(resp)
+			}
+		}
 		span.SetStatus(codes.Error, class)
 		if recording {
 			span.SetAttributes(attribute.String("error.type", class))

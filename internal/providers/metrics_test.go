@@ -31,7 +31,7 @@ func spansOf(t *testing.T) *tracetest.InMemoryExporter {
 func TestMeteredCountsOutcomesAndTraces(t *testing.T) {
 	exp := spansOf(t)
 	synctest.Test(t, func(t *testing.T) {
-		s := &script{errs: []error{&Error{Class: ClassServerError, Status: 503}}}
+		s := &script{errs: []error{&Error{Class: ClassHostError, Status: 503}}}
 		usage := ProviderFunc(func(ctx context.Context, req *Request) (*Response, error) {
 			resp, err := s.Complete(ctx, req)
 			resp.Usage = events.Usage{InputTokens: 7, OutputTokens: 11}
@@ -86,16 +86,16 @@ func TestMeteredCountsOutcomesAndTraces(t *testing.T) {
 func TestMeteredCustomModelsAndContentCapture(t *testing.T) {
 	exp := spansOf(t)
 	fail := ProviderFunc(func(context.Context, *Request) (*Response, error) {
-		return &Response{}, &Error{Class: ClassAuthentication, Status: 401}
+		return &Response{}, &Error{Class: ClassHostError, Status: 401}
 	})
 	m := &Metered{Name: CustomProvider, Provider: fail}
 	if _, err := m.Complete(t.Context(), &Request{Model: "acme-private-llm-v7", Purpose: events.StepAnswer}); err == nil {
 		t.Fatal("the failure was lost")
 	}
-	if got := testutil.ToFloat64(modelCalls.WithLabelValues(CustomProvider, CustomProvider, events.StepAnswer, "failed_authentication")); got != 1 {
-		t.Errorf("custom calls failed_authentication: %v, want 1", got)
+	if got := testutil.ToFloat64(modelCalls.WithLabelValues(CustomProvider, CustomProvider, events.StepAnswer, "failed_host_error")); got != 1 {
+		t.Errorf("custom calls failed_host_error: %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(customerBilled.WithLabelValues("failed_authentication")); got != 1 {
+	if got := testutil.ToFloat64(customerBilled.WithLabelValues("failed_host_error")); got != 1 {
 		t.Errorf("customer-billed calls: %v, want 1", got)
 	}
 	if n, err := testutil.GatherAndCount(metrics.Registry, "crosscheck_model_calls_total"); err != nil || n == 0 {

@@ -62,6 +62,10 @@ type Request struct {
 	WebSearch bool
 	// MaxOutputTokens bounds the answer; zero leaves the vendor's default.
 	MaxOutputTokens int
+	// ContextWindow is the model's context window in tokens, 0 when not
+	// known: an answer cut when the prompt and the output filled it fails
+	// as context_overflow (Finished).
+	ContextWindow int
 	// Tools are functions the model may propose to call (Response.ToolCalls),
 	// sent in the vendor's native way; ToolChoice is auto (or empty), none,
 	// required, or the name of one tool.
@@ -71,14 +75,35 @@ type Request struct {
 
 // Response is what a model returned.
 type Response struct {
-	Text      string
+	Text string
+	// JSON is the structured output: the object a vendor returned natively
+	// (a forced tool's input), then the object Structured took out of the
+	// reply.
 	JSON      json.RawMessage
 	Citations []events.Citation
 	Usage     events.Usage
-	Latency   time.Duration
+	// UsageSource is UsageEstimated when the service counted the usage
+	// itself because the host reported none (Estimated), else empty: the
+	// host reported it.
+	UsageSource string
+	Latency     time.Duration
 	// ToolCalls are the calls of Request.Tools the model proposes.
 	ToolCalls []events.ToolCall
+	// Finish is why the model stopped, as the host said: FinishStop,
+	// FinishLength (the output bound), FinishContext (the context window
+	// filled); empty when it did not say.
+	Finish string
 }
+
+// Why a model stopped (Response.Finish).
+const (
+	FinishStop    = "stop"
+	FinishLength  = "length"
+	FinishContext = "context"
+)
+
+// UsageEstimated marks usage the service counted with its tokenizer.
+const UsageEstimated = events.UsageEstimated
 
 // Provider is a model backend.
 //
@@ -96,23 +121,38 @@ type Provider interface {
 	Complete(ctx context.Context, req *Request) (*Response, error)
 }
 
-// Failure classes of an upstream error.
+// Failure classes of a call: the events vocabulary (events.Class*), one
+// for every backend and every wire format.
 const (
-	ClassRateLimited     = "rate_limited"
-	ClassServerError     = "server_error"
-	ClassTimeout         = "timeout"
-	ClassAuthentication  = "authentication"
-	ClassBadRequest      = "bad_request"
-	ClassContentFiltered = "content_filtered"
-	ClassInvalidOutput   = "invalid_output"
+	ClassOutputLimit     = events.ClassOutputLimit
+	ClassContextOverflow = events.ClassContextOverflow
+	ClassNotJSON         = events.ClassNotJSON
+	ClassSchemaMismatch  = events.ClassSchemaMismatch
+	ClassEmpty           = events.ClassEmpty
+	ClassRefused         = events.ClassRefused
+	ClassHostError       = events.ClassHostError
+	ClassTimeout         = events.ClassTimeout
+	ClassRateLimited     = events.ClassRateLimited
 )
 
-// Error is a classified upstream failure.
+// Error is a classified failure of a call.
 type Error struct {
 	Class      string
 	Status     int
 	Message    string
 	RetryAfter time.Duration
+	// Final marks a failure a retry cannot mend, whatever its class: a call
+	// the service cannot make as configured, a response too large to read.
+	Final bool
+	// PromptTokens and ContextWindow are what a host's refusal of a prompt
+	// too long for its context window said (context_overflow): the prompt's
+	// tokens and the window as it counted them, 0 when it did not say.
+	PromptTokens, ContextWindow int
+	// Usage is what the host processed for a failed call it answered (as
+	// it reported it, or as the service counted it: UsageSource), zero
+	// when it answered none; Metered sets it. It is never charged.
+	Usage       events.Usage
+	UsageSource string
 }
 
 func (e *Error) Error() string {
@@ -123,7 +163,7 @@ func (e *Error) Error() string {
 }
 
 // Classify returns the *Error in err's chain, or one of class timeout for a
-// context deadline and server_error for anything else.
+// context deadline and host_error for anything else.
 func Classify(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
@@ -132,7 +172,13 @@ func Classify(err error) *Error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &Error{Class: ClassTimeout, Message: "the model call timed out"}
 	}
-	return &Error{Class: ClassServerError, Message: err.Error()}
+	return &Error{Class: ClassHostError, Message: err.Error()}
+}
+
+// Unusable returns a final host_error: a call the service cannot make as
+// configured (no backend, a request it cannot send), which reaches no host.
+func Unusable(format string, args ...any) *Error {
+	return &Error{Class: ClassHostError, Final: true, Message: fmt.Sprintf(format, args...)}
 }
 
 // Classified returns the *Error in err's chain: a failure the transport

@@ -26,7 +26,7 @@ const MaxResponseBytes = 4 << 20
 //   - a response whose Content-Length is over max is refused before its body
 //     is read, and a read past max fails.
 //
-// Every refusal is an *Error of class invalid_output (not retried): the SDK
+// Every refusal is a final *Error of class host_error (not retried): the SDK
 // reading the body never sees more than max bytes, so its decoding never
 // holds more than a few times that.
 func LimitResponses(hc *http.Client, max int64) *http.Client {
@@ -59,7 +59,7 @@ func (l *limited) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if enc := strings.TrimSpace(resp.Header.Get("Content-Encoding")); enc != "" && !strings.EqualFold(enc, "identity") {
 		resp.Body.Close()
-		return nil, &Error{Class: ClassInvalidOutput,
+		return nil, &Error{Class: ClassHostError, Final: true,
 			Message: fmt.Sprintf("the host answered with Content-Encoding %q, which the service does not read", clip(enc))}
 	}
 	if resp.ContentLength > l.max {
@@ -71,7 +71,7 @@ func (l *limited) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func tooLarge(max int64) *Error {
-	return &Error{Class: ClassInvalidOutput,
+	return &Error{Class: ClassHostError, Final: true,
 		Message: fmt.Sprintf("the host's response is larger than the %d bytes the service reads of one model response", max)}
 }
 

@@ -15,7 +15,7 @@ import (
 // TestLimitResponses: a body past the bound fails its read, with or without
 // a Content-Length, counted as decoded when it comes gzip-compressed; a body
 // in an encoding the transport does not decode is refused unread; a body at
-// the bound is read whole. Every refusal is invalid_output.
+// the bound is read whole. Every refusal is a final host_error.
 func TestLimitResponses(t *testing.T) {
 	const bound = 1024
 	big := strings.Repeat("x", bound)
@@ -61,11 +61,11 @@ func TestLimitResponses(t *testing.T) {
 	}
 	invalid := func(err error) bool {
 		var pe *Error
-		return errors.As(err, &pe) && pe.Class == ClassInvalidOutput
+		return errors.As(err, &pe) && pe.Class == ClassHostError && !pe.Retriable()
 	}
 	for _, path := range []string{"/chunked", "/sized", "/gzip", "/br"} {
 		if b, err := get(path); !invalid(err) {
-			t.Errorf("%s: %d bytes, %v; want an invalid_output refusal", path, len(b), err)
+			t.Errorf("%s: %d bytes, %v; want a final host_error refusal", path, len(b), err)
 		}
 	}
 	for path, want := range map[string]int{"/at-bound": bound, "/identity": len("plain")} {

@@ -9,11 +9,15 @@ import (
 // retriable failure: 1 s, then 5 s, then stop (spec section 7, rule 3).
 var DefaultRetryDelays = []time.Duration{time.Second, 5 * time.Second}
 
-// Retriable reports whether the failure may pass if the call is repeated.
+// Retriable reports whether the failure may pass if the call is repeated:
+// a rate limit, a timeout, or a host error that is not final and is a 5xx
+// or no answer at all (a connection that failed).
 func (e *Error) Retriable() bool {
 	switch e.Class {
-	case ClassRateLimited, ClassServerError, ClassTimeout:
+	case ClassRateLimited, ClassTimeout:
 		return true
+	case ClassHostError:
+		return !e.Final && (e.Status == 0 || e.Status >= 500)
 	}
 	return false
 }

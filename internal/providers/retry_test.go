@@ -23,7 +23,7 @@ func (s *script) Complete(ctx context.Context, req *Request) (*Response, error) 
 
 func TestRetryWaitsOneThenFiveSeconds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &script{errs: []error{&Error{Class: ClassServerError, Status: 500}, &Error{Class: ClassRateLimited, Status: 429}}}
+		s := &script{errs: []error{&Error{Class: ClassHostError, Status: 500}, &Error{Class: ClassRateLimited, Status: 429}}}
 		r := &Retry{Provider: s, Delays: DefaultRetryDelays}
 		resp, err := r.Complete(t.Context(), &Request{})
 		if err != nil || resp.Text != "ok" {
@@ -37,7 +37,7 @@ func TestRetryWaitsOneThenFiveSeconds(t *testing.T) {
 
 func TestRetryStopsAfterThreeAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fail := &Error{Class: ClassServerError, Status: 503}
+		fail := &Error{Class: ClassHostError, Status: 503}
 		s := &script{errs: []error{fail, fail, fail, fail}}
 		_, err := (&Retry{Provider: s, Delays: DefaultRetryDelays}).Complete(t.Context(), &Request{})
 		if !errors.Is(err, fail) || len(s.calls) != 3 {
@@ -55,10 +55,14 @@ func TestRetryHonoursRetryAfterAndSkipsPermanentFailures(t *testing.T) {
 		if d := s.calls[1].Sub(s.calls[0]); d != 12*time.Second {
 			t.Fatalf("waited %s, want the upstream's Retry-After of 12s", d)
 		}
-		for _, class := range []string{ClassAuthentication, ClassBadRequest, ClassContentFiltered, ClassInvalidOutput} {
-			s := &script{errs: []error{&Error{Class: class}}}
+		for _, fail := range []*Error{
+			{Class: ClassHostError, Status: 401}, {Class: ClassHostError, Status: 400}, {Class: ClassHostError, Final: true},
+			{Class: ClassContextOverflow, Status: 400}, {Class: ClassRefused}, {Class: ClassOutputLimit}, {Class: ClassNotJSON},
+			{Class: ClassSchemaMismatch}, {Class: ClassEmpty},
+		} {
+			s := &script{errs: []error{fail}}
 			if _, err := (&Retry{Provider: s, Delays: DefaultRetryDelays}).Complete(t.Context(), &Request{}); err == nil || len(s.calls) != 1 {
-				t.Fatalf("%s: %d attempts; a permanent failure must not be retried", class, len(s.calls))
+				t.Fatalf("%+v: %d attempts; a permanent failure must not be retried", fail, len(s.calls))
 			}
 		}
 	})

@@ -180,7 +180,7 @@ type synthesisFails struct{ inner providers.Provider }
 
 func (p synthesisFails) Complete(ctx context.Context, req *providers.Request) (*providers.Response, error) {
 	if req.Purpose == events.StepSynthesis {
-		return nil, &providers.Error{Class: providers.ClassServerError, Message: "upstream 500"}
+		return nil, &providers.Error{Class: providers.ClassHostError, Message: "upstream 500"}
 	}
 	return p.inner.Complete(ctx, req)
 }
@@ -405,7 +405,7 @@ func TestGiveUpDefersToARecordedEnding(t *testing.T) {
 		code   string
 	}{
 		{"synthesized", events.Synthesized{Model: a, Answer: events.Answer{Text: "one", Conflicts: []events.Conflict{}}, Usage: events.Usage{InputTokens: 9, OutputTokens: 9}}, events.StatusCompleted, ""},
-		{"its failure", events.StepFailed{Step: events.StepSynthesis, Model: &a, Class: providers.ClassServerError, Message: "upstream 500"}, events.StatusFailed, apperr.AggregationFailed},
+		{"its failure", events.StepFailed{Step: events.StepSynthesis, Model: &a, Class: providers.ClassHostError, Message: "upstream 500"}, events.StatusFailed, apperr.AggregationFailed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const id = "req_01M8000000000000000000000D"

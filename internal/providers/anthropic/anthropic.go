@@ -113,11 +113,11 @@ func (c *Client) Complete(ctx context.Context, req *providers.Request) (*provide
 		return nil, c.mapError(ctx, err)
 	}
 	resp, err := readMessage(msg, toolName)
-	if err != nil {
-		return nil, c.redact(err)
-	}
 	resp.Latency = latency
-	return &resp, nil
+	if err == nil {
+		err = providers.Finished(req, &resp)
+	}
+	return &resp, c.redact(err)
 }
 
 // buildParams turns req into the Messages API's parameters, and returns the
@@ -174,14 +174,14 @@ func buildParams(req providers.Request) (sdk.MessageNewParams, string, error) {
 				params.Messages = append(params.Messages, sdk.NewAssistantMessage(blocks...))
 			}
 		default:
-			return params, "", &providers.Error{Class: providers.ClassBadRequest, Message: fmt.Sprintf("message %d has unknown role %q", i, m.Role)}
+			return params, "", providers.Unusable("message %d has unknown role %q", i, m.Role)
 		}
 	}
 
 	var toolName string
 	if req.Schema != nil {
 		if !json.Valid(req.Schema.JSON) {
-			return params, "", &providers.Error{Class: providers.ClassBadRequest, Message: fmt.Sprintf("schema %q is not valid JSON", req.Schema.Name)}
+			return params, "", providers.Unusable("schema %q is not valid JSON", req.Schema.Name)
 		}
 		toolName = req.Schema.Name
 		if toolName == "" {
@@ -226,7 +226,7 @@ func attachmentBlock(a providers.Attachment) (sdk.ContentBlockParamUnion, error)
 		return doc, nil
 	}
 	if !strings.HasPrefix(mt, "text/") && !utf8.Valid(a.Data) {
-		return sdk.ContentBlockParamUnion{}, &providers.Error{Class: providers.ClassBadRequest, Message: fmt.Sprintf("attachment %q: media type %q cannot be sent to this model", a.Name, a.MediaType)}
+		return sdk.ContentBlockParamUnion{}, providers.Unusable("attachment %q: media type %q cannot be sent to this model", a.Name, a.MediaType)
 	}
 	name := a.Name
 	if name == "" {
@@ -235,21 +235,36 @@ func attachmentBlock(a providers.Attachment) (sdk.ContentBlockParamUnion, error)
 	return sdk.NewTextBlock("File: " + name + "\n\n" + strings.ToValidUTF8(string(a.Data), "\uFFFD")), nil
 }
 
-// readMessage turns the API's message into a Response.
+// stopModelContextWindowExceeded is the stop reason of an answer stopped
+// because the prompt and the answer filled the model's context window.
+const stopModelContextWindowExceeded = "model_context_window_exceeded"
+
+// readMessage turns the API's message into a Response: its text, the forced
+// tool's input as the structured reply (or, when the model answered in text
+// instead, that text: providers.Structured takes the object out of it),
+// citations, tool calls, usage and why it stopped. A refusal fails it as
+// refused.
 func readMessage(msg *sdk.Message, toolName string) (providers.Response, error) {
-	if msg.StopReason == sdk.StopReasonRefusal {
+	resp := providers.Response{Usage: events.Usage{
+		InputTokens:  int(msg.Usage.InputTokens),
+		OutputTokens: int(msg.Usage.OutputTokens),
+	}}
+	switch msg.StopReason {
+	case sdk.StopReasonEndTurn, sdk.StopReasonStopSequence, sdk.StopReasonToolUse:
+		resp.Finish = providers.FinishStop
+	case sdk.StopReasonMaxTokens:
+		resp.Finish = providers.FinishLength
+	case stopModelContextWindowExceeded:
+		resp.Finish = providers.FinishContext
+	case sdk.StopReasonRefusal:
 		m := "the model refused to answer"
 		if e := msg.StopDetails.Explanation; e != "" {
 			m += ": " + e
 		} else if cat := msg.StopDetails.Category; cat != "" {
 			m += " (" + string(cat) + ")"
 		}
-		return providers.Response{}, &providers.Error{Class: providers.ClassContentFiltered, Message: m}
+		return resp, &providers.Error{Class: providers.ClassRefused, Message: m}
 	}
-	resp := providers.Response{Usage: events.Usage{
-		InputTokens:  int(msg.Usage.InputTokens),
-		OutputTokens: int(msg.Usage.OutputTokens),
-	}}
 
 	var text strings.Builder
 	var cited, found []events.Citation
@@ -285,21 +300,17 @@ func readMessage(msg *sdk.Message, toolName string) (providers.Response, error) 
 		resp.Citations = found
 	}
 
+	resp.Text = text.String()
 	if toolName == "" {
-		resp.Text = text.String()
 		resp.ToolCalls = toolCalls(msg)
 		return resp, nil
 	}
-	obj, err := toolObject(input)
-	if err != nil {
-		m := fmt.Sprintf("structured output %q: %v", toolName, err)
-		if msg.StopReason == sdk.StopReasonMaxTokens {
-			m += " (the answer hit max_tokens)"
-		}
-		return providers.Response{}, &providers.Error{Class: providers.ClassInvalidOutput, Message: m}
+	if obj, err := toolObject(input); err == nil {
+		resp.JSON = obj
+		resp.Text = string(obj)
+	} else if haveInput && strings.TrimSpace(resp.Text) == "" {
+		resp.Text = string(input) // a tool input that is no object: repaired as text
 	}
-	resp.JSON = obj
-	resp.Text = string(obj)
 	return resp, nil
 }
 
@@ -354,7 +365,7 @@ func (c *Client) mapError(ctx context.Context, err error) error {
 		// The SDK's own per-attempt bound ran out.
 		return &providers.Error{Class: providers.ClassTimeout, Message: "the model call timed out"}
 	}
-	return c.redact(&providers.Error{Class: providers.ClassServerError, Message: err.Error()})
+	return c.redact(&providers.Error{Class: providers.ClassHostError, Message: err.Error()})
 }
 
 // errorBody is the API's error envelope.
@@ -384,20 +395,14 @@ func fromAPIError(e *sdk.Error) *providers.Error {
 		msg = typ + ": " + msg
 	}
 
-	pe := &providers.Error{Status: status, Message: msg}
+	pe := &providers.Error{Class: providers.HTTPClass(status, typ, msg), Status: status, Message: msg}
 	switch {
-	case status == http.StatusTooManyRequests || typ == "rate_limit_error":
+	case typ == "rate_limit_error":
 		pe.Class = providers.ClassRateLimited
-	case status == http.StatusRequestTimeout || typ == "timeout_error":
+	case typ == "timeout_error":
 		pe.Class = providers.ClassTimeout
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		pe.Class = providers.ClassAuthentication
-	case status >= 500 || typ == "overloaded_error" || typ == "api_error":
-		pe.Class = providers.ClassServerError
-	case status >= 400:
-		pe.Class = providers.ClassBadRequest
-	default:
-		pe.Class = providers.ClassServerError
+	case pe.Class == providers.ClassContextOverflow:
+		pe.PromptTokens, pe.ContextWindow, _ = providers.ContextRefusal(typ, msg)
 	}
 	if e.Response != nil {
 		pe.RetryAfter = providers.RetryAfter(e.Response.Header, time.Now())

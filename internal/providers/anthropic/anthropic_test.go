@@ -92,6 +92,7 @@ func (f *fixture) last(t *testing.T) received {
 
 func (f *fixture) Supports(string) bool { return true }
 func (f *fixture) Citations() bool      { return true }
+func (f *fixture) Wire() string         { return contract.WireAnthropic }
 
 func (f *fixture) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
@@ -120,7 +121,26 @@ func (f *fixture) serve(w http.ResponseWriter, r *http.Request) {
 	model, _ := req["model"].(string)
 	switch s.Kind {
 	case contract.KindAnswer:
-		writeMessage(w, model, "end_turn", s.Usage, textBlock(s.Text, s.Citations))
+		var blocks []any
+		if s.Text != "" {
+			blocks = append(blocks, textBlock(s.Text, s.Citations))
+		}
+		if s.NoUsage {
+			writeMessageWithout(w, model, "end_turn", "usage", blocks...)
+			return
+		}
+		writeMessage(w, model, "end_turn", s.Usage, blocks...)
+	case contract.KindCut:
+		if tc, ok := req["tool_choice"].(map[string]any); ok && s.JSON != "" {
+			// A forced tool's input cut at max_tokens reaches the client as
+			// the part the model wrote, which is not an object.
+			name, _ := tc["name"].(string)
+			writeMessage(w, model, "max_tokens", s.Usage, map[string]any{"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": name, "input": map[string]any{}})
+			return
+		}
+		writeMessage(w, model, "max_tokens", s.Usage, textBlock(s.Text, nil))
+	case contract.KindRefusal:
+		writeMessage(w, model, "refusal", s.Usage)
 	case contract.KindJSON:
 		name := "synthesis"
 		if tc, ok := req["tool_choice"].(map[string]any); ok {
@@ -147,6 +167,12 @@ func (f *fixture) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		writeMessage(w, model, "tool_use", s.Usage, blocks...)
 	case contract.KindStatus:
+		if s.Body != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(s.Status)
+			_, _ = io.WriteString(w, s.Body)
+			return
+		}
 		writeError(w, s.Status, s.RetryAfter, errorType(s.Status), s.Message)
 	case contract.KindStall:
 		<-r.Context().Done()
@@ -175,14 +201,30 @@ func textBlock(text string, cites []events.Citation) map[string]any {
 func writeMessage(w http.ResponseWriter, model, stop string, u events.Usage, content ...any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("request-id", "req_011CSHoEeqs5C35K2UUqR7Fy")
-	_ = json.NewEncoder(w).Encode(map[string]any{
+	_ = json.NewEncoder(w).Encode(message(model, stop, u, content...))
+}
+
+// writeMessageWithout writes a message with the key left out, as a host
+// that imitates the API may.
+func writeMessageWithout(w http.ResponseWriter, model, stop, key string, content ...any) {
+	w.Header().Set("Content-Type", "application/json")
+	m := message(model, stop, events.Usage{}, content...)
+	delete(m, key)
+	_ = json.NewEncoder(w).Encode(m)
+}
+
+func message(model, stop string, u events.Usage, content ...any) map[string]any {
+	if content == nil {
+		content = []any{}
+	}
+	return map[string]any{
 		"id": "msg_013Zva2CMHLNnXjNJJKqJ2EF", "type": "message", "role": "assistant", "model": model,
 		"content": content, "stop_reason": stop, "stop_sequence": nil,
 		"usage": map[string]any{
 			"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens,
 			"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "service_tier": "standard",
 		},
-	})
+	}
 }
 
 func writeError(w http.ResponseWriter, status int, retryAfter time.Duration, typ, msg string) {
@@ -333,7 +375,7 @@ func TestStructuredOutputForcesTool(t *testing.T) {
 	schema := `{"type":"object","required":["answer","conflicts"],"properties":{"answer":{"type":"string"},"conflicts":{"type":"array"}},"additionalProperties":false}`
 	req := ask("x")
 	req.Schema = &providers.Schema{Name: "verdict", JSON: json.RawMessage(schema)}
-	resp, err := f.Provider(t).Complete(context.Background(), req)
+	resp, err := (&providers.Structured{Provider: f.Provider(t)}).Complete(context.Background(), req)
 	if err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
@@ -365,15 +407,29 @@ func TestStructuredOutputForcesTool(t *testing.T) {
 	}
 }
 
-func TestStructuredOutputMissingIsInvalid(t *testing.T) {
+func TestStructuredOutputMissingIsNotJSON(t *testing.T) {
 	f := newFixture(t)
 	f.Play(contract.Scenario{Kind: contract.KindAnswer, Text: "I would rather talk.", Usage: events.Usage{InputTokens: 1, OutputTokens: 1}})
 	req := ask("x")
 	req.Schema = &providers.Schema{Name: "verdict", JSON: json.RawMessage(`{"type":"object"}`)}
-	_, err := f.Provider(t).Complete(context.Background(), req)
+	_, err := (&providers.Structured{Provider: f.Provider(t)}).Complete(context.Background(), req)
 	var pe *providers.Error
-	if !errors.As(err, &pe) || pe.Class != providers.ClassInvalidOutput {
-		t.Fatalf("err %v, want invalid_output", err)
+	if !errors.As(err, &pe) || pe.Class != providers.ClassNotJSON || f.Requests() != 2 {
+		t.Fatalf("err %v after %d requests, want not_json after the repair", err, f.Requests())
+	}
+}
+
+// TestContextWindowStop: an answer stopped because the prompt and the
+// answer filled the model's context window (Claude's
+// model_context_window_exceeded) is context_overflow.
+func TestContextWindowStop(t *testing.T) {
+	f := newFixture(t)
+	f.answer(func(w http.ResponseWriter, r *http.Request, body map[string]any) {
+		writeMessage(w, "claude-sonnet-4-5", "model_context_window_exceeded", events.Usage{InputTokens: 199000, OutputTokens: 1000}, textBlock("a long", nil))
+	})
+	_, err := f.Provider(t).Complete(context.Background(), ask("x"))
+	if e := providers.Classify(err); e.Class != providers.ClassContextOverflow || e.Retriable() {
+		t.Fatalf("err %v, want context_overflow", err)
 	}
 }
 
@@ -497,15 +553,15 @@ func TestErrorClasses(t *testing.T) {
 		class  string
 	}{
 		{429, providers.ClassRateLimited},
-		{500, providers.ClassServerError},
-		{503, providers.ClassServerError},
-		{529, providers.ClassServerError},
+		{500, providers.ClassHostError},
+		{503, providers.ClassHostError},
+		{529, providers.ClassHostError},
 		{408, providers.ClassTimeout},
-		{401, providers.ClassAuthentication},
-		{403, providers.ClassAuthentication},
-		{400, providers.ClassBadRequest},
-		{404, providers.ClassBadRequest},
-		{413, providers.ClassBadRequest},
+		{401, providers.ClassHostError},
+		{403, providers.ClassHostError},
+		{400, providers.ClassHostError},
+		{404, providers.ClassHostError},
+		{413, providers.ClassHostError},
 	} {
 		f.Play(contract.Scenario{Kind: contract.KindStatus, Status: c.status, Message: "upstream says " + strconv.Itoa(c.status)})
 		before := f.Requests()
@@ -544,7 +600,7 @@ func TestRetryAfterHeaders(t *testing.T) {
 		})
 		_, err := f.Provider(t).Complete(context.Background(), ask("x"))
 		var pe *providers.Error
-		if !errors.As(err, &pe) || pe.Class != providers.ClassServerError || pe.Status != 529 {
+		if !errors.As(err, &pe) || pe.Class != providers.ClassHostError || pe.Status != 529 || !pe.Retriable() {
 			t.Fatalf("%s: err %v", c.name, err)
 		}
 		if pe.RetryAfter < c.min || pe.RetryAfter > c.max {
@@ -560,8 +616,8 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 	})
 	_, err := f.Provider(t).Complete(context.Background(), ask("x"))
 	var pe *providers.Error
-	if !errors.As(err, &pe) || pe.Class != providers.ClassAuthentication {
-		t.Fatalf("err %v, want authentication", err)
+	if !errors.As(err, &pe) || pe.Class != providers.ClassHostError || pe.Status != 401 {
+		t.Fatalf("err %v, want a host_error with status 401", err)
 	}
 	if strings.Contains(err.Error(), testKey) || strings.Contains(pe.Message, testKey) {
 		t.Fatalf("error carries the API key: %v", err)
@@ -571,7 +627,7 @@ func TestAPIKeyNeverInErrors(t *testing.T) {
 	}
 }
 
-func TestRefusalIsContentFiltered(t *testing.T) {
+func TestRefusalIsRefused(t *testing.T) {
 	f := newFixture(t)
 	f.answer(func(w http.ResponseWriter, r *http.Request, body map[string]any) {
 		w.Header().Set("Content-Type", "application/json")
@@ -579,8 +635,8 @@ func TestRefusalIsContentFiltered(t *testing.T) {
 	})
 	_, err := f.Provider(t).Complete(context.Background(), ask("x"))
 	var pe *providers.Error
-	if !errors.As(err, &pe) || pe.Class != providers.ClassContentFiltered || pe.Retriable() {
-		t.Fatalf("err %v, want content_filtered", err)
+	if !errors.As(err, &pe) || pe.Class != providers.ClassRefused || pe.Retriable() {
+		t.Fatalf("err %v, want refused", err)
 	}
 }
 
@@ -602,7 +658,7 @@ func TestDeadlineIsTimeout(t *testing.T) {
 	}
 }
 
-func TestBadInputIsBadRequest(t *testing.T) {
+func TestBadInputIsNotSent(t *testing.T) {
 	f := newFixture(t)
 	p := f.Provider(t)
 	for name, req := range map[string]providers.Request{
@@ -612,8 +668,8 @@ func TestBadInputIsBadRequest(t *testing.T) {
 	} {
 		_, err := p.Complete(context.Background(), &req)
 		var pe *providers.Error
-		if !errors.As(err, &pe) || pe.Class != providers.ClassBadRequest {
-			t.Fatalf("%s: err %v, want bad_request", name, err)
+		if !errors.As(err, &pe) || pe.Class != providers.ClassHostError || pe.Retriable() {
+			t.Fatalf("%s: err %v, want a final host_error", name, err)
 		}
 	}
 	if n := f.Requests(); n != 0 {

@@ -22,7 +22,7 @@ func addTools(params *sdk.MessageNewParams, req providers.Request) error {
 		schema := sdk.ToolInputSchemaParam{Properties: map[string]any{}}
 		if t.Parameters != "" {
 			if !json.Valid([]byte(t.Parameters)) {
-				return &providers.Error{Class: providers.ClassBadRequest, Message: "the parameters of tool " + t.Name + " are not JSON"}
+				return providers.Unusable("the parameters of tool %s are not JSON", t.Name)
 			}
 			schema = param.Override[sdk.ToolInputSchemaParam](json.RawMessage(t.Parameters))
 		}

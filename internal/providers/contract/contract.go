@@ -29,6 +29,24 @@ const (
 	// KindHuge answers with a body far larger than any backend reads of
 	// one response, gzip-compressed (WriteHuge).
 	KindHuge = "huge"
+	// KindCut answers Text (and JSON, if any, as a structured reply would
+	// carry it) cut at the output bound: the vendor's length finish
+	// (finish_reason length, status incomplete for max_output_tokens,
+	// stop_reason max_tokens, finishReason MAX_TOKENS), with Usage.
+	KindCut = "cut"
+	// KindRefusal is a safety refusal in the vendor's form: OpenAI's
+	// refusal part or field, Anthropic's stop_reason refusal, Gemini's
+	// finishReason SAFETY. Text is the refusal's text, where the vendor
+	// sends one.
+	KindRefusal = "refusal"
+)
+
+// Wire formats a fixture speaks (Fixture.Wire).
+const (
+	WireResponses = "openai-responses"
+	WireChat      = "chat-completions"
+	WireAnthropic = "anthropic"
+	WireGemini    = "gemini"
 )
 
 // HugeAlloc bounds what a call that meets KindHuge may allocate: the
@@ -48,6 +66,11 @@ type Scenario struct {
 	RetryAfter time.Duration // sent as the vendor's retry-after header
 	Message    string        // the vendor's error message
 	ToolCalls  []events.ToolCall
+	// Body, for KindStatus, is the error body sent verbatim instead of the
+	// vendor's usual envelope around Message: what a particular host sends.
+	Body string
+	// NoUsage leaves the usage out of the answer, as some hosts do.
+	NoUsage bool
 }
 
 // Fixture is one backend wired to its fake upstream.
@@ -64,6 +87,9 @@ type Fixture interface {
 	Supports(kind string) bool
 	// Citations reports whether the backend returns web-search citations.
 	Citations() bool
+	// Wire is the wire format the fixture speaks (Wire*), empty for a
+	// backend that plays a model rather than a host.
+	Wire() string
 }
 
 var schema = &providers.Schema{Name: "synthesis", JSON: json.RawMessage(`{"type":"object","required":["answer","conflicts"],"properties":{"answer":{"type":"string"},"conflicts":{"type":"array"}},"additionalProperties":false}`)}
@@ -91,7 +117,7 @@ func Run(t *testing.T, f Fixture) {
 		f.Play(Scenario{Kind: KindJSON, JSON: `{"answer":"one answer","conflicts":[]}`, Usage: events.Usage{InputTokens: 50, OutputTokens: 10}})
 		req := ask("### provider_a (m)\n- topic: x\n\n### provider_b (m)\n- topic: y\n")
 		req.Schema, req.Purpose = schema, events.StepSynthesis
-		resp, err := f.Provider(t).Complete(context.Background(), req)
+		resp, err := (&providers.Structured{Provider: f.Provider(t)}).Complete(context.Background(), req)
 		if err != nil {
 			t.Fatalf("Complete: %v", err)
 		}
@@ -159,8 +185,8 @@ func Run(t *testing.T, f Fixture) {
 				runtime.ReadMemStats(&ms)
 				alloc := ms.TotalAlloc - start
 				var pe *providers.Error
-				if !errors.As(err, &pe) || pe.Class != providers.ClassInvalidOutput {
-					t.Fatalf("err %v, want an invalid_output *providers.Error", err)
+				if !errors.As(err, &pe) || pe.Class != providers.ClassHostError || pe.Retriable() {
+					t.Fatalf("err %v, want a host_error *providers.Error that is not retried", err)
 				}
 				if alloc > HugeAlloc {
 					t.Fatalf("the call allocated %d MiB for a body of %d MiB (%d KB compressed); want at most %d MiB",
@@ -176,14 +202,15 @@ func Run(t *testing.T, f Fixture) {
 	if !f.Supports(KindStatus) {
 		return
 	}
+	misbehaving(t, f)
 	for _, c := range []struct {
 		name, class string
 		s           Scenario
 	}{
 		{"429 is rate_limited with retry-after", providers.ClassRateLimited, Scenario{Kind: KindStatus, Status: 429, RetryAfter: 7 * time.Second, Message: "slow down"}},
-		{"500 is server_error", providers.ClassServerError, Scenario{Kind: KindStatus, Status: 500, Message: "boom"}},
-		{"400 is bad_request", providers.ClassBadRequest, Scenario{Kind: KindStatus, Status: 400, Message: "bad"}},
-		{"401 is authentication", providers.ClassAuthentication, Scenario{Kind: KindStatus, Status: 401, Message: "who are you"}},
+		{"500 is host_error", providers.ClassHostError, Scenario{Kind: KindStatus, Status: 500, Message: "boom"}},
+		{"400 is host_error", providers.ClassHostError, Scenario{Kind: KindStatus, Status: 400, Message: "bad"}},
+		{"401 is host_error", providers.ClassHostError, Scenario{Kind: KindStatus, Status: 401, Message: "who are you"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f.Play(c.s)

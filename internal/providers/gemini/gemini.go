@@ -110,7 +110,7 @@ func (c *Client) Complete(ctx context.Context, req *providers.Request) (*provide
 	if req.Schema != nil {
 		if !json.Valid(req.Schema.JSON) {
 			// The SDK drops a body it cannot marshal without saying so.
-			return nil, &providers.Error{Class: providers.ClassBadRequest, Message: fmt.Sprintf("schema %q is not valid JSON", req.Schema.Name)}
+			return nil, providers.Unusable("schema %q is not valid JSON", req.Schema.Name)
 		}
 		config.ResponseMIMEType = "application/json"
 		config.ResponseJsonSchema = req.Schema.JSON
@@ -127,8 +127,11 @@ func (c *Client) Complete(ctx context.Context, req *providers.Request) (*provide
 	if err != nil {
 		return &providers.Response{Latency: latency}, c.mapError(ctx, err)
 	}
-	resp, err := c.response(out, req.Schema != nil)
+	resp, err := c.response(out)
 	resp.Latency = latency
+	if err == nil {
+		err = providers.Finished(req, &resp)
+	}
 	return &resp, err
 }
 
@@ -162,7 +165,7 @@ func buildContents(req providers.Request) ([]*genai.Content, *genai.Content, err
 				lastUser = len(contents) - 1
 			}
 		default:
-			return nil, nil, &providers.Error{Class: providers.ClassBadRequest, Message: fmt.Sprintf("unknown message role %q", m.Role)}
+			return nil, nil, providers.Unusable("unknown message role %q", m.Role)
 		}
 	}
 	if len(req.Attachments) > 0 {
@@ -184,7 +187,7 @@ func buildContents(req providers.Request) ([]*genai.Content, *genai.Content, err
 		}
 	}
 	if len(kept) == 0 {
-		return nil, nil, &providers.Error{Class: providers.ClassBadRequest, Message: "the request has no user or assistant content"}
+		return nil, nil, providers.Unusable("the request has no user or assistant content")
 	}
 	return kept, system, nil
 }
@@ -217,7 +220,7 @@ func attachmentParts(attachments []providers.Attachment) ([]*genai.Part, error) 
 		case strings.HasPrefix(mediaType, "text/") || utf8.Valid(a.Data):
 			parts = append(parts, genai.NewPartFromText(fmt.Sprintf("File %s:\n\n%s", a.Name, a.Data)))
 		default:
-			return nil, &providers.Error{Class: providers.ClassBadRequest, Message: fmt.Sprintf("attachment %q: media type %q cannot be sent to Gemini", a.Name, a.MediaType)}
+			return nil, providers.Unusable("attachment %q: media type %q cannot be sent to Gemini", a.Name, a.MediaType)
 		}
 	}
 	return parts, nil
@@ -234,8 +237,11 @@ var filteredFinish = map[genai.FinishReason]bool{
 	genai.FinishReasonImageProhibitedContent: true,
 }
 
-// response reads the answer, its usage and its citations.
-func (c *Client) response(out *genai.GenerateContentResponse, structured bool) (providers.Response, error) {
+// response reads the answer: its text (a structured reply's too, raw:
+// providers.Structured takes its object out), citations, tool calls, usage
+// and why it stopped. A blocked prompt or an answer stopped for safety
+// fails it as refused.
+func (c *Client) response(out *genai.GenerateContentResponse) (providers.Response, error) {
 	var resp providers.Response
 	if u := out.UsageMetadata; u != nil {
 		resp.Usage = events.Usage{
@@ -248,10 +254,10 @@ func (c *Client) response(out *genai.GenerateContentResponse, structured bool) (
 		if pf.BlockReasonMessage != "" {
 			msg += ": " + pf.BlockReasonMessage
 		}
-		return resp, &providers.Error{Class: providers.ClassContentFiltered, Message: redact(msg, c.apiKey)}
+		return resp, &providers.Error{Class: providers.ClassRefused, Message: redact(msg, c.apiKey)}
 	}
 	if len(out.Candidates) == 0 || out.Candidates[0] == nil {
-		return resp, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the response has no candidate"}
+		return resp, &providers.Error{Class: providers.ClassEmpty, Message: "the response has no candidate"}
 	}
 	cand := out.Candidates[0]
 	if filteredFinish[cand.FinishReason] {
@@ -259,7 +265,13 @@ func (c *Client) response(out *genai.GenerateContentResponse, structured bool) (
 		if cand.FinishMessage != "" {
 			msg += ": " + cand.FinishMessage
 		}
-		return resp, &providers.Error{Class: providers.ClassContentFiltered, Message: redact(msg, c.apiKey)}
+		return resp, &providers.Error{Class: providers.ClassRefused, Message: redact(msg, c.apiKey)}
+	}
+	switch cand.FinishReason {
+	case genai.FinishReasonStop:
+		resp.Finish = providers.FinishStop
+	case genai.FinishReasonMaxTokens:
+		resp.Finish = providers.FinishLength
 	}
 	var text strings.Builder
 	if cand.Content != nil {
@@ -272,16 +284,6 @@ func (c *Client) response(out *genai.GenerateContentResponse, structured bool) (
 	resp.Text = text.String()
 	resp.ToolCalls = toolCalls(cand)
 	resp.Citations = citations(cand.GroundingMetadata)
-	if structured {
-		raw := strings.TrimSpace(resp.Text)
-		if !json.Valid([]byte(raw)) {
-			return resp, &providers.Error{Class: providers.ClassInvalidOutput, Message: fmt.Sprintf("structured output is not valid JSON (finish reason %s)", cand.FinishReason)}
-		}
-		resp.JSON = json.RawMessage(raw)
-		resp.Text = raw
-	} else if strings.TrimSpace(resp.Text) == "" && len(resp.ToolCalls) == 0 {
-		return resp, &providers.Error{Class: providers.ClassInvalidOutput, Message: fmt.Sprintf("the answer has no text (finish reason %s)", cand.FinishReason)}
-	}
 	return resp, nil
 }
 
@@ -342,7 +344,7 @@ func (c *Client) mapError(ctx context.Context, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 		return &providers.Error{Class: providers.ClassTimeout, Message: msg}
 	}
-	return &providers.Error{Class: providers.ClassServerError, Message: msg}
+	return &providers.Error{Class: providers.ClassHostError, Message: msg}
 }
 
 // statusCodes are the HTTP statuses of google.rpc status names, for an error
@@ -371,33 +373,18 @@ func (c *Client) apiError(ae genai.APIError) *providers.Error {
 	if status == 0 {
 		status = statusCodes[ae.Status]
 	}
-	var class string
-	switch {
-	case status == http.StatusTooManyRequests:
-		class = providers.ClassRateLimited
-	case status == http.StatusRequestTimeout || status == http.StatusGatewayTimeout:
-		class = providers.ClassTimeout
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		class = providers.ClassAuthentication
-	case status >= 500 && status <= 599:
-		class = providers.ClassServerError
-	case status >= 400 && status <= 499:
-		class = providers.ClassBadRequest
-	default:
-		class = providers.ClassServerError
-	}
 	msg := ae.Message
 	if msg == "" {
 		msg = ae.Status
 	} else if ae.Status != "" && !strings.Contains(ae.Status, " ") {
 		msg = ae.Status + ": " + msg
 	}
-	return &providers.Error{
-		Class:      class,
-		Status:     status,
-		Message:    redact(msg, c.apiKey),
-		RetryAfter: retryDelay(ae.Details),
+	msg = redact(msg, c.apiKey)
+	e := &providers.Error{Class: providers.HTTPClass(status, ae.Status, msg), Status: status, Message: msg, RetryAfter: retryDelay(ae.Details)}
+	if e.Class == providers.ClassContextOverflow {
+		e.PromptTokens, e.ContextWindow, _ = providers.ContextRefusal(ae.Status, msg)
 	}
+	return e
 }
 
 // retryDelay reads google.rpc.RetryInfo.retryDelay from an error's details:

@@ -132,15 +132,38 @@ func (f *fixture) Requests() int {
 
 func (f *fixture) Supports(string) bool { return true }
 func (f *fixture) Citations() bool      { return true }
+func (f *fixture) Wire() string         { return contract.WireGemini }
 
 func (f *fixture) scenario(s contract.Scenario) reply {
 	switch s.Kind {
 	case contract.KindAnswer:
+		if s.NoUsage {
+			return finished(s.Text, "STOP", nil)
+		}
 		return answer(s.Text, s.Usage, s.Citations)
 	case contract.KindJSON:
 		return answer(s.JSON, s.Usage, nil)
+	case contract.KindCut:
+		return func(w http.ResponseWriter, r *http.Request) {
+			f.mu.Lock()
+			body := f.received[len(f.received)-1].Body
+			f.mu.Unlock()
+			text := s.Text
+			if gc, _ := body["generationConfig"].(map[string]any); gc["responseJsonSchema"] != nil && s.JSON != "" {
+				text = s.JSON
+			}
+			finished(text, "MAX_TOKENS", &s.Usage)(w, r)
+		}
+	case contract.KindRefusal:
+		return finished("", "SAFETY", &s.Usage)
 	case contract.KindStatus:
 		return func(w http.ResponseWriter, r *http.Request) {
+			if s.Body != "" {
+				w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+				w.WriteHeader(s.Status)
+				_, _ = io.WriteString(w, s.Body)
+				return
+			}
 			writeError(w, s.Status, rpcStatus(s.Status), s.Message, s.RetryAfter)
 		}
 	case contract.KindToolCall:
@@ -187,6 +210,24 @@ func (f *fixture) scenario(s contract.Scenario) reply {
 		}
 	}
 	panic("unknown scenario kind " + s.Kind)
+}
+
+// finished is a generateContent response with the finish reason given, and
+// usage unless it is nil.
+func finished(text, reason string, usage *events.Usage) reply {
+	parts := []any{}
+	if text != "" {
+		parts = append(parts, map[string]any{"text": text})
+	}
+	body := map[string]any{
+		"candidates":   []any{map[string]any{"content": map[string]any{"role": "model", "parts": parts}, "finishReason": reason, "index": 0}},
+		"modelVersion": "gemini-2.5-flash", "responseId": "resp-1",
+	}
+	if usage != nil {
+		body["usageMetadata"] = map[string]any{"promptTokenCount": usage.InputTokens, "candidatesTokenCount": usage.OutputTokens,
+			"totalTokenCount": usage.InputTokens + usage.OutputTokens}
+	}
+	return rawJSON(http.StatusOK, body)
 }
 
 // answer is a generateContent response as the Gemini API sends it.
@@ -387,7 +428,7 @@ func TestRequestShape(t *testing.T) {
 		},
 		MaxOutputTokens: 256,
 	}
-	resp, err := f.client(t).Complete(t.Context(), &req)
+	resp, err := (&providers.Structured{Provider: f.client(t)}).Complete(t.Context(), &req)
 	if err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
@@ -541,8 +582,8 @@ func TestContentFiltered(t *testing.T) {
 			f.replyWith(rawJSON(200, body))
 			_, err := f.client(t).Complete(t.Context(), ask("x"))
 			var pe *providers.Error
-			if !errors.As(err, &pe) || pe.Class != providers.ClassContentFiltered {
-				t.Fatalf("err %v, want content_filtered", err)
+			if !errors.As(err, &pe) || pe.Class != providers.ClassRefused {
+				t.Fatalf("err %v, want refused", err)
 			}
 			if pe.Retriable() {
 				t.Fatal("a content filter must not be retried")
@@ -557,10 +598,10 @@ func TestErrorMapping(t *testing.T) {
 		rpc    string
 		class  string
 	}{
-		{403, "PERMISSION_DENIED", providers.ClassAuthentication},
-		{404, "NOT_FOUND", providers.ClassBadRequest},
+		{403, "PERMISSION_DENIED", providers.ClassHostError},
+		{404, "NOT_FOUND", providers.ClassHostError},
 		{408, "DEADLINE_EXCEEDED", providers.ClassTimeout},
-		{503, "UNAVAILABLE", providers.ClassServerError},
+		{503, "UNAVAILABLE", providers.ClassHostError},
 		{504, "DEADLINE_EXCEEDED", providers.ClassTimeout},
 		{429, "RESOURCE_EXHAUSTED", providers.ClassRateLimited},
 	} {
@@ -592,8 +633,8 @@ func TestErrorMapping(t *testing.T) {
 		})
 		_, err := f.client(t).Complete(t.Context(), ask("x"))
 		var pe *providers.Error
-		if !errors.As(err, &pe) || pe.Class != providers.ClassServerError || pe.Status != 502 {
-			t.Fatalf("err %v, want server_error 502", err)
+		if !errors.As(err, &pe) || pe.Class != providers.ClassHostError || pe.Status != 502 {
+			t.Fatalf("err %v, want host_error 502", err)
 		}
 	})
 	t.Run("fractional retry delay", func(t *testing.T) {
@@ -613,14 +654,14 @@ func TestInvalidStructuredOutput(t *testing.T) {
 	f.replyWith(answer(`{"answer": "trunc`, events.Usage{InputTokens: 1, OutputTokens: 1}, nil))
 	req := ask("x")
 	req.Schema = &providers.Schema{Name: "s", JSON: json.RawMessage(`{"type":"object"}`)}
-	_, err := f.client(t).Complete(t.Context(), req)
-	if pe := providers.Classify(err); pe.Class != providers.ClassInvalidOutput {
-		t.Fatalf("err %v, want invalid_output", err)
+	_, err := (&providers.Structured{Provider: f.client(t)}).Complete(t.Context(), req)
+	if pe := providers.Classify(err); pe.Class != providers.ClassNotJSON || f.Requests() != 2 {
+		t.Fatalf("err %v after %d requests, want not_json after the repair", err, f.Requests())
 	}
 	req.Schema.JSON = json.RawMessage(`{not json`)
 	before := f.Requests()
 	_, err = f.client(t).Complete(t.Context(), req)
-	if pe := providers.Classify(err); pe.Class != providers.ClassBadRequest || f.Requests() != before {
+	if pe := providers.Classify(err); pe.Class != providers.ClassHostError || pe.Retriable() || f.Requests() != before {
 		t.Fatalf("err %v after %d requests; an invalid schema is a bad request and is not sent", err, f.Requests()-before)
 	}
 }
@@ -664,7 +705,7 @@ func TestTransportErrorHidesKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.Complete(t.Context(), ask("x"))
-	if err == nil || strings.Contains(err.Error(), testKey) || providers.Classify(err).Class != providers.ClassServerError {
-		t.Fatalf("err %v; want a server_error without the key", err)
+	if err == nil || strings.Contains(err.Error(), testKey) || providers.Classify(err).Class != providers.ClassHostError {
+		t.Fatalf("err %v; want a host_error without the key", err)
 	}
 }

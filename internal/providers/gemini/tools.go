@@ -23,7 +23,7 @@ func addTools(config *genai.GenerateContentConfig, req providers.Request) error 
 		fd := &genai.FunctionDeclaration{Name: t.Name, Description: t.Description}
 		if t.Parameters != "" {
 			if !json.Valid([]byte(t.Parameters)) {
-				return &providers.Error{Class: providers.ClassBadRequest, Message: "the parameters of tool " + t.Name + " are not JSON"}
+				return providers.Unusable("the parameters of tool %s are not JSON", t.Name)
 			}
 			fd.ParametersJsonSchema = json.RawMessage(t.Parameters)
 		}

@@ -42,7 +42,7 @@ func ClassifyError(ctx context.Context, err error, raw *http.Response, secret st
 	}
 	if raw == nil || raw.StatusCode < 400 {
 		// No HTTP answer: a connection failure, which may pass on retry.
-		return &providers.Error{Class: providers.ClassServerError, Message: Redact(err.Error(), secret)}
+		return &providers.Error{Class: providers.ClassHostError, Message: Redact(err.Error(), secret)}
 	}
 	status := raw.StatusCode
 	var msg, code string
@@ -56,31 +56,21 @@ func ClassifyError(ctx context.Context, err error, raw *http.Response, secret st
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	return &providers.Error{
-		Class:      StatusClass(status, code),
-		Status:     status,
-		Message:    Redact(msg, secret),
-		RetryAfter: providers.RetryAfter(raw.Header, time.Now()),
-	}
+	e := StatusError(status, code, Redact(msg, secret))
+	e.RetryAfter = providers.RetryAfter(raw.Header, time.Now())
+	return e
 }
 
-// StatusClass maps an HTTP status (and the vendor's error code or type, which
-// may be empty) to a failure class.
-func StatusClass(status int, code string) string {
-	switch {
-	case status == http.StatusTooManyRequests:
-		return providers.ClassRateLimited
-	case status == http.StatusRequestTimeout:
-		return providers.ClassTimeout
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return providers.ClassAuthentication
-	case status >= 500 && status <= 599:
-		return providers.ClassServerError
-	case strings.Contains(code, "content_filter") || strings.Contains(code, "content_policy"):
-		return providers.ClassContentFiltered
-	default:
-		return providers.ClassBadRequest
+// StatusError is the classified failure of a host's error answer: its HTTP
+// status, the vendor's error code or type (may be empty) and its message
+// (providers.HTTPClass), with the prompt's tokens and the window of a
+// context refusal that gives them.
+func StatusError(status int, code, msg string) *providers.Error {
+	e := &providers.Error{Class: providers.HTTPClass(status, code, msg), Status: status, Message: msg}
+	if e.Class == providers.ClassContextOverflow {
+		e.PromptTokens, e.ContextWindow, _ = providers.ContextRefusal(code, msg)
 	}
+	return e
 }
 
 // bodyMessage reads an error message from a non-OpenAI error body, in the

@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"mime"
 	"net/http"
 	"regexp"
@@ -78,13 +77,16 @@ func (c *Client) Complete(ctx context.Context, req *providers.Request) (*provide
 	if err != nil {
 		return nil, ClassifyError(ctx, err, raw, c.key)
 	}
-	out, err := parseResponse(res, req.Schema != nil)
+	out, err := parseResponse(res)
 	out.Latency = time.Since(start)
+	if err == nil {
+		err = providers.Finished(req, &out)
+	}
 	return &out, err
 }
 
 func badRequest(format string, args ...any) error {
-	return &providers.Error{Class: providers.ClassBadRequest, Message: fmt.Sprintf(format, args...)}
+	return providers.Unusable(format, args...)
 }
 
 func buildParams(req providers.Request) (responses.ResponseNewParams, error) {
@@ -256,7 +258,11 @@ func schemaMap(raw json.RawMessage) (map[string]any, error) {
 	return m, nil
 }
 
-func parseResponse(res *responses.Response, structured bool) (providers.Response, error) {
+// parseResponse reads a response: its text (a structured reply's too, raw:
+// providers.Structured takes its object out), citations, tool calls, usage
+// and why it stopped; a refusal, a content filter or a failed status fails
+// it.
+func parseResponse(res *responses.Response) (providers.Response, error) {
 	out := providers.Response{Usage: events.Usage{
 		InputTokens:  int(res.Usage.InputTokens),
 		OutputTokens: int(res.Usage.OutputTokens),
@@ -286,40 +292,40 @@ func parseResponse(res *responses.Response, structured bool) (providers.Response
 	}
 	out.Text = text.String()
 	out.ToolCalls = toolCalls(res)
+	switch {
+	case res.Status == responses.ResponseStatusCompleted:
+		out.Finish = providers.FinishStop
+	case res.Status == responses.ResponseStatusIncomplete && res.IncompleteDetails.Reason == "max_output_tokens":
+		out.Finish = providers.FinishLength
+	}
 
 	switch {
 	case refusal != "":
-		return out, &providers.Error{Class: providers.ClassContentFiltered, Message: "the model refused: " + refusal}
+		return out, &providers.Error{Class: providers.ClassRefused, Message: "the model refused: " + refusal}
 	case res.Status == responses.ResponseStatusFailed:
-		return out, &providers.Error{Class: failedClass(string(res.Error.Code)), Message: "the response failed: " + res.Error.Message}
+		status := failedStatus(string(res.Error.Code))
+		e := StatusError(status, string(res.Error.Code), "the response failed: "+res.Error.Message)
+		// The host answered 200 with a failed response: no upstream status,
+		// retried only as the code's status would be.
+		e.Status, e.Final = 0, status < 500 && status != http.StatusTooManyRequests
+		return out, e
 	case res.Status == responses.ResponseStatusIncomplete && res.IncompleteDetails.Reason == "content_filter":
-		return out, &providers.Error{Class: providers.ClassContentFiltered, Message: "the answer was stopped by the content filter"}
-	case res.Status == responses.ResponseStatusIncomplete && (structured || out.Text == "" && len(out.ToolCalls) == 0):
-		return out, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the response is incomplete: " + res.IncompleteDetails.Reason}
-	case strings.TrimSpace(out.Text) == "" && len(out.ToolCalls) == 0:
-		return out, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the response has no text"}
-	}
-	if structured {
-		js := strings.TrimSpace(out.Text)
-		if !json.Valid([]byte(js)) {
-			return out, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the structured output is not valid JSON"}
-		}
-		out.JSON = json.RawMessage(js)
+		return out, &providers.Error{Class: providers.ClassRefused, Message: "the answer was stopped by the content filter"}
 	}
 	return out, nil
 }
 
-// failedClass classifies the error code of a response whose status is failed.
-func failedClass(code string) string {
+// failedStatus is the HTTP status whose class fits the error code of a
+// response whose status is failed: 429 for a rate limit, 500 for a server
+// error or a timeout, 400 for anything else.
+func failedStatus(code string) int {
 	switch {
 	case code == "rate_limit_exceeded":
-		return providers.ClassRateLimited
+		return http.StatusTooManyRequests
 	case code == "server_error" || strings.HasSuffix(code, "_timeout"):
-		return providers.ClassServerError
-	case strings.HasSuffix(code, "_policy") || strings.Contains(code, "policy_violation"):
-		return providers.ClassContentFiltered
+		return http.StatusInternalServerError
 	}
-	return providers.ClassBadRequest
+	return http.StatusBadRequest
 }
 
 // span is text's characters [start, end), or "" when they are out of range.

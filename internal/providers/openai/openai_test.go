@@ -24,7 +24,6 @@ const testKey = "sk-test-0123456789abcdef"
 
 // Fixture-only kinds, beyond the contract's.
 const (
-	kindRefusal  = "refusal"        // an output refusal; Text is the refusal
 	kindFiltered = "content_filter" // status incomplete, reason content_filter
 	kindFailed   = "failed"         // status failed; Message is the error, Text the code
 )
@@ -51,6 +50,7 @@ func (u *upstream) Provider(*testing.T) providers.Provider {
 
 func (u *upstream) Supports(string) bool { return true }
 func (u *upstream) Citations() bool      { return true }
+func (u *upstream) Wire() string         { return contract.WireResponses }
 
 func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := u.Receive(r)
@@ -68,9 +68,21 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-u.Done:
 		}
 	case contract.KindStatus:
+		if s.Body != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(s.Status)
+			_, _ = w.Write([]byte(s.Body))
+			return
+		}
 		openaitest.WriteError(w, s.Status, s.Message, s.RetryAfter)
 	case contract.KindJSON:
 		openaitest.WriteJSON(w, response("completed", nil, nil, messageItem(outputText(s.JSON, nil)), s.Usage))
+	case contract.KindCut:
+		text := s.Text
+		if u.LastBody()["text"] != nil && s.JSON != "" {
+			text = s.JSON
+		}
+		openaitest.WriteJSON(w, response("incomplete", map[string]any{"reason": "max_output_tokens"}, nil, messageItem(outputText(text, nil)), s.Usage))
 	case contract.KindToolCall:
 		if msg := missingTools(u.LastBody(), s); msg != "" {
 			openaitest.WriteError(w, http.StatusBadRequest, msg, 0)
@@ -81,7 +93,7 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			items = append(items, map[string]any{"type": "function_call", "id": "fc_" + c.ID, "call_id": c.ID, "name": c.Name, "arguments": c.Arguments, "status": "completed"})
 		}
 		openaitest.WriteJSON(w, response("completed", nil, nil, items, s.Usage))
-	case kindRefusal:
+	case contract.KindRefusal:
 		openaitest.WriteJSON(w, response("completed", nil, nil, messageItem(map[string]any{"type": "refusal", "refusal": s.Text}), s.Usage))
 	case kindFiltered:
 		openaitest.WriteJSON(w, response("incomplete", map[string]any{"reason": "content_filter"}, nil, messageItem(outputText(s.Text, nil)), s.Usage))
@@ -92,8 +104,14 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(s.Citations) > 0 {
 			items = append(items, map[string]any{"type": "web_search_call", "id": "ws_1", "status": "completed", "action": map[string]any{"type": "search", "query": "q"}})
 		}
-		items = append(items, messageItem(outputText(s.Text, s.Citations))...)
-		openaitest.WriteJSON(w, response("completed", nil, nil, items, s.Usage))
+		if s.Text != "" {
+			items = append(items, messageItem(outputText(s.Text, s.Citations))...)
+		}
+		res := response("completed", nil, nil, items, s.Usage)
+		if s.NoUsage {
+			res["usage"] = nil
+		}
+		openaitest.WriteJSON(w, res)
 	}
 }
 
@@ -210,7 +228,7 @@ func TestRequestShapeAndStructuredOutput(t *testing.T) {
 		Schema:          &providers.Schema{Name: "synthesis", JSON: json.RawMessage(schema)},
 		MaxOutputTokens: 256,
 	}
-	resp, err := u.Provider(t).Complete(context.Background(), &req)
+	resp, err := (&providers.Structured{Provider: u.Provider(t)}).Complete(context.Background(), &req)
 	if err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
@@ -297,8 +315,8 @@ func TestUnsupportedAttachmentIsNotSent(t *testing.T) {
 	req := ask("x")
 	req.Attachments = []providers.Attachment{{Name: "a.zip", MediaType: "application/zip", Data: []byte("PK")}}
 	_, err := u.Provider(t).Complete(context.Background(), req)
-	if providers.Classify(err).Class != providers.ClassBadRequest || u.Requests() != 0 {
-		t.Fatalf("err %v after %d requests, want a bad_request and none sent", err, u.Requests())
+	if e := providers.Classify(err); e.Class != providers.ClassHostError || e.Retriable() || u.Requests() != 0 {
+		t.Fatalf("err %v after %d requests, want a final host_error and none sent", err, u.Requests())
 	}
 }
 
@@ -333,13 +351,13 @@ func TestErrorClasses(t *testing.T) {
 		retryAfter time.Duration
 		class      string
 	}{
-		{401, 0, providers.ClassAuthentication},
-		{403, 0, providers.ClassAuthentication},
-		{404, 0, providers.ClassBadRequest},
+		{401, 0, providers.ClassHostError},
+		{403, 0, providers.ClassHostError},
+		{404, 0, providers.ClassHostError},
 		{408, 0, providers.ClassTimeout},
-		{422, 0, providers.ClassBadRequest},
+		{422, 0, providers.ClassHostError},
 		{429, 1500 * time.Millisecond, providers.ClassRateLimited},
-		{503, 2 * time.Second, providers.ClassServerError},
+		{503, 2 * time.Second, providers.ClassHostError},
 	} {
 		// The upstream echoes the key, as a careless proxy might.
 		u.Play(contract.Scenario{Kind: contract.KindStatus, Status: c.status, RetryAfter: c.retryAfter, Message: "key " + testKey + " rejected"})
@@ -358,12 +376,12 @@ func TestErrorClasses(t *testing.T) {
 func TestContentFiltered(t *testing.T) {
 	u := newUpstream(t)
 	for _, s := range []contract.Scenario{
-		{Kind: kindRefusal, Text: "I can't help with that."},
+		{Kind: contract.KindRefusal, Text: "I can't help with that."},
 		{Kind: kindFiltered, Text: "partial"},
 	} {
 		u.Play(s)
 		_, err := u.Provider(t).Complete(context.Background(), ask("x"))
-		if providers.Classify(err).Class != providers.ClassContentFiltered {
+		if providers.Classify(err).Class != providers.ClassRefused {
 			t.Errorf("%s: err %v, want content_filtered", s.Kind, err)
 		}
 	}
@@ -383,9 +401,9 @@ func TestInvalidStructuredOutput(t *testing.T) {
 	u.Play(contract.Scenario{Kind: contract.KindJSON, JSON: `{"answer":`, Usage: events.Usage{InputTokens: 3, OutputTokens: 4}})
 	req := ask("x")
 	req.Schema = &providers.Schema{Name: "s", JSON: json.RawMessage(`{"type":"object"}`)}
-	resp, err := u.Provider(t).Complete(context.Background(), req)
-	if providers.Classify(err).Class != providers.ClassInvalidOutput || resp.Usage.OutputTokens != 4 {
-		t.Fatalf("err %v usage %+v, want invalid_output with the usage still reported", err, resp.Usage)
+	resp, err := (&providers.Structured{Provider: u.Provider(t)}).Complete(context.Background(), req)
+	if providers.Classify(err).Class != providers.ClassNotJSON || resp.Usage.OutputTokens != 8 {
+		t.Fatalf("err %v usage %+v, want not_json with the usage of both calls still reported", err, resp.Usage)
 	}
 }
 
@@ -400,14 +418,14 @@ func TestDeadlineIsTimeout(t *testing.T) {
 	}
 }
 
-func TestConnectionFailureIsServerError(t *testing.T) {
+func TestConnectionFailureIsHostError(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
 	_, err := New(Config{APIKey: testKey, BaseURL: url}).Complete(context.Background(), ask("x"))
 	var pe *providers.Error
-	if !errors.As(err, &pe) || pe.Class != providers.ClassServerError || strings.Contains(pe.Message, testKey) {
-		t.Fatalf("err %v, want a server_error", err)
+	if !errors.As(err, &pe) || pe.Class != providers.ClassHostError || !pe.Retriable() || strings.Contains(pe.Message, testKey) {
+		t.Fatalf("err %v, want a host_error that is retried", err)
 	}
 }
 

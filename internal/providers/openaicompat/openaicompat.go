@@ -52,7 +52,7 @@ var _ providers.Provider = (*Client)(nil)
 // with the SDK's own retries off: retries are providers.Retry's.
 func New(cfg Config) *Client {
 	if strings.TrimSpace(cfg.BaseURL) == "" {
-		return &Client{err: &providers.Error{Class: providers.ClassBadRequest, Message: "openaicompat: no base URL configured"}}
+		return &Client{err: providers.Unusable("openaicompat: no base URL configured")}
 	}
 	opts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),
@@ -79,13 +79,16 @@ func (c *Client) Complete(ctx context.Context, req *providers.Request) (*provide
 	if err != nil {
 		return nil, openai.ClassifyError(ctx, err, raw, c.key)
 	}
-	out, err := parseResponse(res, req.Schema != nil, c.key)
+	out, err := parseResponse(res, c.key)
 	out.Latency = time.Since(start)
+	if err == nil {
+		err = providers.Finished(req, &out)
+	}
 	return &out, err
 }
 
 func badRequest(format string, args ...any) error {
-	return &providers.Error{Class: providers.ClassBadRequest, Message: fmt.Sprintf(format, args...)}
+	return providers.Unusable(format, args...)
 }
 
 func buildParams(req providers.Request) (sdk.ChatCompletionNewParams, error) {
@@ -186,7 +189,10 @@ func attachmentPart(a providers.Attachment) (sdk.ChatCompletionContentPartUnionP
 	return sdk.ChatCompletionContentPartUnionParam{}, badRequest("openaicompat: attachment %q has unsupported media type %q", a.Name, a.MediaType)
 }
 
-func parseResponse(res *sdk.ChatCompletion, structured bool, key string) (providers.Response, error) {
+// parseResponse reads a completion: its text (a structured reply's too,
+// raw: providers.Structured takes its object out), tool calls, usage and
+// finish reason; a refusal or a content filter fails it as refused.
+func parseResponse(res *sdk.ChatCompletion, key string) (providers.Response, error) {
 	out := providers.Response{Usage: events.Usage{
 		InputTokens:  int(res.Usage.PromptTokens),
 		OutputTokens: int(res.Usage.CompletionTokens),
@@ -197,38 +203,19 @@ func parseResponse(res *sdk.ChatCompletion, structured bool, key string) (provid
 	choice := res.Choices[0]
 	out.Text = choice.Message.Content
 	out.ToolCalls = toolCalls(choice.Message)
+	switch choice.FinishReason {
+	case "length":
+		out.Finish = providers.FinishLength
+	case "stop", "tool_calls":
+		out.Finish = providers.FinishStop
+	}
 	switch {
 	case choice.FinishReason == "content_filter":
-		return out, &providers.Error{Class: providers.ClassContentFiltered, Message: "the answer was stopped by the content filter"}
+		return out, &providers.Error{Class: providers.ClassRefused, Message: "the answer was stopped by the content filter"}
 	case choice.Message.Refusal != "":
-		return out, &providers.Error{Class: providers.ClassContentFiltered, Message: "the model refused: " + choice.Message.Refusal}
-	case choice.FinishReason == "length" && (structured || strings.TrimSpace(out.Text) == "" && len(out.ToolCalls) == 0):
-		return out, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the answer hit the output token limit"}
-	case strings.TrimSpace(out.Text) == "" && len(out.ToolCalls) == 0:
-		return out, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the response has no text"}
-	}
-	if structured {
-		js := unfence(out.Text)
-		if !json.Valid([]byte(js)) {
-			return out, &providers.Error{Class: providers.ClassInvalidOutput, Message: "the structured output is not valid JSON"}
-		}
-		out.JSON = json.RawMessage(js)
+		return out, &providers.Error{Class: providers.ClassRefused, Message: "the model refused: " + openai.Redact(choice.Message.Refusal, key)}
 	}
 	return out, nil
-}
-
-// unfence trims the whitespace and the Markdown code fence some hosts put
-// around JSON even in structured-output mode.
-func unfence(s string) string {
-	s = strings.TrimSpace(s)
-	if !strings.HasPrefix(s, "```") || !strings.HasSuffix(s, "```") || len(s) < 6 {
-		return s
-	}
-	s = strings.TrimSuffix(strings.TrimPrefix(s, "```"), "```")
-	if i := strings.IndexByte(s, '\n'); i >= 0 && !strings.ContainsAny(s[:i], "{[") {
-		s = s[i+1:] // the fence's language tag, e.g. json
-	}
-	return strings.TrimSpace(s)
 }
 
 // inBodyError classifies a 200 response that carries no choices, which some
@@ -242,14 +229,14 @@ func inBodyError(raw, key string) error {
 		} `json:"error"`
 	}
 	if json.Unmarshal([]byte(raw), &v) != nil || v.Error.Message == "" {
-		return &providers.Error{Class: providers.ClassInvalidOutput, Message: "the response has no choices"}
+		return &providers.Error{Class: providers.ClassEmpty, Message: "the response has no choices"}
 	}
 	msg := openai.Redact(v.Error.Message, key)
 	var status int
 	if json.Unmarshal(v.Error.Code, &status) == nil && status >= 400 && status <= 599 {
-		return &providers.Error{Class: openai.StatusClass(status, v.Error.Type), Message: msg}
+		return openai.StatusError(status, v.Error.Type, msg)
 	}
 	var code string
 	_ = json.Unmarshal(v.Error.Code, &code)
-	return &providers.Error{Class: openai.StatusClass(http.StatusBadRequest, code+" "+v.Error.Type), Message: msg}
+	return openai.StatusError(http.StatusBadRequest, code+" "+v.Error.Type, msg)
 }

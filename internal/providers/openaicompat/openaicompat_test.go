@@ -26,7 +26,6 @@ const testKey = "gsk-test-0123456789abcdef"
 // Fixture-only kinds, beyond the contract's.
 const (
 	kindFiltered = "content_filter" // finish_reason content_filter
-	kindRefusal  = "refusal"        // message.refusal is Text
 	kindRaw      = "raw"            // Status with Text as the body, verbatim
 )
 
@@ -53,6 +52,7 @@ func (u *upstream) Provider(*testing.T) providers.Provider {
 
 func (u *upstream) Supports(string) bool { return true }
 func (u *upstream) Citations() bool      { return false }
+func (u *upstream) Wire() string         { return contract.WireChat }
 
 func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := u.Receive(r)
@@ -70,6 +70,12 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-u.Done:
 		}
 	case contract.KindStatus:
+		if s.Body != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(s.Status)
+			_, _ = io.WriteString(w, s.Body)
+			return
+		}
 		openaitest.WriteError(w, s.Status, s.Message, s.RetryAfter)
 	case kindRaw:
 		if strings.HasPrefix(s.Text, "{") {
@@ -79,6 +85,12 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, s.Text)
 	case contract.KindJSON:
 		openaitest.WriteJSON(w, completion(s.JSON, nil, "stop", s.Usage))
+	case contract.KindCut:
+		content := s.Text
+		if u.LastBody()["response_format"] != nil && s.JSON != "" {
+			content = s.JSON
+		}
+		openaitest.WriteJSON(w, completion(content, nil, "length", s.Usage))
 	case contract.KindToolCall:
 		body := u.LastBody()
 		tools, _ := body["tools"].([]any)
@@ -106,10 +118,14 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		openaitest.WriteJSON(w, res)
 	case kindFiltered:
 		openaitest.WriteJSON(w, completion(s.Text, nil, "content_filter", s.Usage))
-	case kindRefusal:
+	case contract.KindRefusal:
 		openaitest.WriteJSON(w, completion("", s.Text, "stop", s.Usage))
 	default: // contract.KindAnswer
-		openaitest.WriteJSON(w, completion(s.Text, nil, "stop", s.Usage))
+		res := completion(s.Text, nil, "stop", s.Usage)
+		if s.NoUsage {
+			delete(res, "usage")
+		}
+		openaitest.WriteJSON(w, res)
 	}
 }
 
@@ -213,8 +229,8 @@ func TestEmptyKeySendsNoAuthorization(t *testing.T) {
 
 func TestMissingBaseURL(t *testing.T) {
 	_, err := New(Config{APIKey: testKey}).Complete(context.Background(), ask("x"))
-	if providers.Classify(err).Class != providers.ClassBadRequest {
-		t.Fatalf("err %v, want bad_request", err)
+	if e := providers.Classify(err); e.Class != providers.ClassHostError || e.Retriable() {
+		t.Fatalf("err %v, want a host_error that is not retried", err)
 	}
 }
 
@@ -233,7 +249,7 @@ func TestRequestShapeAndStructuredOutput(t *testing.T) {
 		Schema:          &providers.Schema{Name: "synthesis", JSON: json.RawMessage(schema)},
 		MaxOutputTokens: 256,
 	}
-	resp, err := u.Provider(t).Complete(context.Background(), &req)
+	resp, err := (&providers.Structured{Provider: u.Provider(t)}).Complete(context.Background(), &req)
 	if err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
@@ -265,13 +281,14 @@ func TestFencedJSONIsAccepted(t *testing.T) {
 	u.Play(contract.Scenario{Kind: contract.KindJSON, JSON: "```json\n{\"answer\":\"a\"}\n```", Usage: events.Usage{InputTokens: 1, OutputTokens: 1}})
 	req := ask("x")
 	req.Schema = &providers.Schema{Name: "s", JSON: json.RawMessage(`{"type":"object"}`)}
-	resp, err := u.Provider(t).Complete(context.Background(), req)
+	structured := &providers.Structured{Provider: u.Provider(t)}
+	resp, err := structured.Complete(context.Background(), req)
 	if err != nil || string(resp.JSON) != `{"answer":"a"}` {
 		t.Fatalf("JSON %s err %v", resp.JSON, err)
 	}
 	u.Play(contract.Scenario{Kind: contract.KindJSON, JSON: `{"answer":`, Usage: events.Usage{InputTokens: 1, OutputTokens: 1}})
-	if _, err := u.Provider(t).Complete(context.Background(), req); providers.Classify(err).Class != providers.ClassInvalidOutput {
-		t.Fatalf("err %v, want invalid_output for broken JSON", err)
+	if _, err := structured.Complete(context.Background(), req); providers.Classify(err).Class != providers.ClassNotJSON {
+		t.Fatalf("err %v, want not_json for broken JSON", err)
 	}
 }
 
@@ -340,12 +357,12 @@ func TestErrorClasses(t *testing.T) {
 		retryAfter time.Duration
 		class      string
 	}{
-		{401, 0, providers.ClassAuthentication},
-		{403, 0, providers.ClassAuthentication},
+		{401, 0, providers.ClassHostError},
+		{403, 0, providers.ClassHostError},
 		{408, 0, providers.ClassTimeout},
-		{422, 0, providers.ClassBadRequest},
+		{422, 0, providers.ClassHostError},
 		{429, 1500 * time.Millisecond, providers.ClassRateLimited},
-		{503, 2 * time.Second, providers.ClassServerError},
+		{503, 2 * time.Second, providers.ClassHostError},
 	} {
 		u.Play(contract.Scenario{Kind: contract.KindStatus, Status: c.status, RetryAfter: c.retryAfter, Message: "key " + testKey + " rejected"})
 		_, err := u.Provider(t).Complete(context.Background(), ask("x"))
@@ -368,10 +385,10 @@ func TestForeignErrorBodies(t *testing.T) {
 		name, body, class, msg string
 		status                 int
 	}{
-		{"mistral", `{"object":"error","message":"Invalid model: x","type":"invalid_model","param":null,"code":"1500"}`, providers.ClassBadRequest, "Invalid model: x", 400},
-		{"ollama", `{"error":"model \"x\" not found, try pulling it first"}`, providers.ClassBadRequest, "not found", 404},
-		{"fastapi", `{"detail":"Unauthorized"}`, providers.ClassAuthentication, "Unauthorized", 401},
-		{"plain text", `Bad Gateway`, providers.ClassServerError, "Bad Gateway", 502},
+		{"mistral", `{"object":"error","message":"Invalid model: x","type":"invalid_model","param":null,"code":"1500"}`, providers.ClassHostError, "Invalid model: x", 400},
+		{"ollama", `{"error":"model \"x\" not found, try pulling it first"}`, providers.ClassHostError, "not found", 404},
+		{"fastapi", `{"detail":"Unauthorized"}`, providers.ClassHostError, "Unauthorized", 401},
+		{"plain text", `Bad Gateway`, providers.ClassHostError, "Bad Gateway", 502},
 		{"empty", ``, providers.ClassRateLimited, "Too Many Requests", 429},
 	} {
 		u.Play(contract.Scenario{Kind: kindRaw, Status: c.status, Text: c.body})
@@ -396,12 +413,12 @@ func TestContentFiltered(t *testing.T) {
 	u := newUpstream(t, testKey)
 	for _, s := range []contract.Scenario{
 		{Kind: kindFiltered, Text: "partial"},
-		{Kind: kindRefusal, Text: "I can't help with that."},
+		{Kind: contract.KindRefusal, Text: "I can't help with that."},
 	} {
 		u.Play(s)
 		_, err := u.Provider(t).Complete(context.Background(), ask("x"))
-		if providers.Classify(err).Class != providers.ClassContentFiltered {
-			t.Errorf("%s: err %v, want content_filtered", s.Kind, err)
+		if providers.Classify(err).Class != providers.ClassRefused {
+			t.Errorf("%s: err %v, want refused", s.Kind, err)
 		}
 	}
 }

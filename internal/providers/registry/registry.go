@@ -4,6 +4,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -76,6 +77,8 @@ func Build(ctx context.Context, cfg config.Config, log zerolog.Logger) (Backends
 					ID: mc.ID, Name: mc.Name, Tier: mc.Tier, Default: mc.Default, Upstream: mc.Upstream, Tokenizer: mc.Tokenizer,
 					Pricing:        catalog.Pricing{InputPerMillion: mc.InputPerMillion, OutputPerMillion: mc.OutputPerMillion},
 					ExpectedOutput: max(mc.ExpectedOutput, 1),
+					ContextWindow:  cmp.Or(mc.ContextWindow, config.DefaultContextWindow),
+					MaxOutput:      cmp.Or(mc.MaxOutputTokens, min(config.DefaultMaxOutputTokens, cmp.Or(mc.ContextWindow, config.DefaultContextWindow)/2)),
 					Reads:          catalog.Reads{Images: slices.Contains(mc.Reads, "images"), PDF: slices.Contains(mc.Reads, "pdf")},
 				})
 			}
@@ -128,17 +131,37 @@ func Build(ctx context.Context, cfg config.Config, log zerolog.Logger) (Backends
 	return Backends{Catalog: cat, Providers: set, NativeSearch: native, Search: file.Search}, nil
 }
 
-// Calls wraps each backend of set the way a mode calls it: validated
+// Calls wraps each backend of set the way a mode calls it: fitted into
+// the model's context window and output bound that limits gives (a
+// context overflow retried once tighter: providers.Budget), validated
 // structured output (one repair), each attempt retried on retriable
-// failures after delays, each bounded by timeout; every call counted and
-// traced (providers.Metered), with its content in the span only when the
-// operator turned content capture on.
-func Calls(set providers.Set, delays []time.Duration, timeout time.Duration) providers.Set {
+// failures after delays, each bounded by timeout, each answered without
+// usage counted with count (the service's tokenizer for a provider's
+// model) and logged to log; every call counted and traced
+// (providers.Metered), with its content in the span only when the operator
+// turned content capture on.
+func Calls(set providers.Set, delays []time.Duration, timeout time.Duration, count func(provider, model, text string) int, limits func(provider, model string) (window, maxOutput int), log zerolog.Logger) providers.Set {
 	calls := providers.Set{}
 	for key, p := range set {
-		calls[key] = &providers.Metered{Name: key, CaptureContent: telemetry.CaptureContent(), Provider: &providers.Structured{Provider: &providers.Retry{Provider: p, Delays: delays, Timeout: timeout}}}
+		countFor := func(model, text string) int { return count(key, model, text) }
+		estimated := &providers.Estimated{Provider: p, Name: key, Log: log, Count: countFor}
+		metered := &providers.Metered{Name: key, CaptureContent: telemetry.CaptureContent(), Provider: &providers.Structured{Provider: &providers.Retry{Provider: estimated, Delays: delays, Timeout: timeout}}}
+		calls[key] = &providers.Budget{Provider: metered, Count: countFor,
+			Limits: func(model string) (int, int) { return limits(key, model) }}
 	}
 	return calls
+}
+
+// CatalogLimits returns the context window and maximum output of a
+// catalog model, 0 each for a model cat does not have.
+func CatalogLimits(cat *catalog.Catalog) func(provider, model string) (int, int) {
+	return func(provider, model string) (int, int) {
+		m, ok := cat.Model(provider, model)
+		if !ok {
+			return 0, 0
+		}
+		return m.ContextWindow, m.MaxOutput
+	}
 }
 
 // Search returns verify's search backend for the settings s. A web backend

@@ -20,6 +20,7 @@ func (fixture) Supports(kind string) bool {
 	return kind == contract.KindAnswer || kind == contract.KindJSON
 }
 func (fixture) Citations() bool { return false }
+func (fixture) Wire() string    { return "" }
 
 func TestContract(t *testing.T) { contract.Run(t, fixture{}) }
 
