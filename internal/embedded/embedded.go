@@ -216,6 +216,15 @@ func (s *Server) RestartJetStream() error {
 			return fmt.Errorf("stop JetStream: %w", err)
 		}
 	}
+	// Every client's goroutine is waited past the messages it has read
+	// (Connz takes each client's lock, which its read loop takes after
+	// each read): the server's JetStream API dispatch, which read the
+	// request queues of the JetStream that stopped, is then done with
+	// them before EnableJetStream replaces them (nats-server does not
+	// order the two itself; the race detector saw it).
+	if _, err := s.Connz(&server.ConnzOptions{Limit: 1 << 16}); err != nil {
+		return fmt.Errorf("wait for the server's clients: %w", err)
+	}
 	cfg := s.js
 	if err := s.EnableJetStream(&cfg); err != nil {
 		return fmt.Errorf("start JetStream: %w", err)
