@@ -20,6 +20,7 @@ var openLabels = map[string]bool{
 	"crosscheck_http_requests_total": true, "crosscheck_http_request_duration_seconds": true,
 	"crosscheck_queries_refused_total": true,
 	"crosscheck_model_calls_total":     true, "crosscheck_model_call_duration_seconds": true, "crosscheck_model_tokens_total": true, "crosscheck_model_credits_charged_total": true,
+	"crosscheck_model_usage_estimated_total": true, "crosscheck_model_tokens_unbilled_total": true,
 	"crosscheck_projection_lease_held": true, "crosscheck_projection_lag_events": true,
 }
 
